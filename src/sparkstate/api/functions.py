@@ -1,0 +1,248 @@
+"""What users subclass and call: ``KeyedProcessFunction``, its contexts and the timer service.
+
+Names follow PyFlink (``process_element``, ``on_timer``, ``timer_service()``,
+``register_event_time_timer``...) so a Flink user recognises them; timestamps are epoch
+milliseconds (ints), as in Flink.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any, Iterable
+
+from sparkstate.api.state import (
+    TIMERS_FIELD,
+    AggregatingState,
+    AggregatingStateDescriptor,
+    KeyScope,
+    ListState,
+    ListStateDescriptor,
+    MapState,
+    MapStateDescriptor,
+    ReducingState,
+    ReducingStateDescriptor,
+    StateDescriptor,
+    ValueState,
+    ValueStateDescriptor,
+    handle_for,
+)
+from sparkstate.errors import StateAccessError, StateDescriptorError, TimerError
+
+#: Flink's ``Long.MIN_VALUE`` watermark: no event time has been seen yet.
+MIN_WATERMARK = -(2**63)
+#: The watermark a bounded input ends with (Flink's final ``Long.MAX_VALUE`` watermark).
+MAX_WATERMARK = 2**63 - 1
+
+
+class TimeDomain(IntEnum):
+    """Which clock a timer follows."""
+
+    EVENT_TIME = 0
+    PROCESSING_TIME = 1
+
+
+class TimerService:
+    """Register and delete timers for the current key; read the two clocks.
+
+    Timers are unique per key, domain and timestamp: registering the same one twice keeps one,
+    and deleting a timer that does not exist does nothing (both as in Flink).
+    """
+
+    __slots__ = ("_scope", "_owner")
+
+    def __init__(self, scope: KeyScope, owner: str) -> None:
+        self._scope = scope
+        self._owner = owner
+
+    def current_processing_time(self) -> int:
+        """Processing time in epoch ms (in Spark: the micro-batch's timestamp)."""
+        return self._scope.processing_time
+
+    def current_watermark(self) -> int:
+        """The event-time watermark in epoch ms; ``MIN_WATERMARK`` before the first one."""
+        return self._scope.watermark
+
+    def register_event_time_timer(self, timestamp: int) -> None:
+        """Call ``on_timer`` for this key once the watermark reaches ``timestamp``."""
+        self._register(TimeDomain.EVENT_TIME, timestamp)
+
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        """Call ``on_timer`` for this key once processing time reaches ``timestamp``."""
+        self._register(TimeDomain.PROCESSING_TIME, timestamp)
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        """Delete an event-time timer of this key (no-op when it does not exist)."""
+        self._delete(TimeDomain.EVENT_TIME, timestamp)
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        """Delete a processing-time timer of this key (no-op when it does not exist)."""
+        self._delete(TimeDomain.PROCESSING_TIME, timestamp)
+
+    def _timers(self, create: bool) -> set | None:
+        scope = self._scope
+        rec = scope.rec
+        if rec is None:
+            raise StateAccessError(
+                "timers can only be registered or deleted in process_element and on_timer "
+                "(a key must be current)"
+            )
+        timers = rec.get(TIMERS_FIELD)
+        if timers is None and create:
+            timers = rec[TIMERS_FIELD] = set()
+        return timers
+
+    def _register(self, domain: TimeDomain, timestamp: int) -> None:
+        scope = self._scope
+        if not scope.timers_enabled:
+            raise TimerError(
+                f"{self._owner} registered a timer but does not define on_timer(timestamp, ctx); "
+                "add on_timer so the timer has something to call"
+            )
+        if type(timestamp) is not int:
+            if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+                raise TimerError(
+                    f"timer timestamps are epoch milliseconds as int; got {type(timestamp).__name__} "
+                    f"{timestamp!r} for key {scope.key!r}"
+                )
+            timestamp = int(timestamp)
+        timers = self._timers(create=True)
+        entry = (int(domain), timestamp)
+        if entry in timers:  # type: ignore[operator]
+            return
+        timers.add(entry)  # type: ignore[union-attr]
+        limit = scope.watermark if domain == TimeDomain.EVENT_TIME else scope.processing_time
+        if timestamp <= limit:
+            scope.due.append((scope.key, scope.rec))
+
+    def _delete(self, domain: TimeDomain, timestamp: int) -> None:
+        timers = self._timers(create=False)
+        if timers:
+            timers.discard((int(domain), timestamp))
+            if not timers:
+                del self._scope.rec[TIMERS_FIELD]  # type: ignore[index]
+
+
+class Context:
+    """The context of ``process_element``: current key, element timestamp, timer service."""
+
+    __slots__ = ("_scope", "_timer_service")
+
+    def __init__(self, scope: KeyScope, timer_service: TimerService) -> None:
+        self._scope = scope
+        self._timer_service = timer_service
+
+    def get_current_key(self) -> Any:
+        """The key of the element (a tuple when the stream is keyed by several columns)."""
+        return self._scope.key
+
+    def timestamp(self) -> int | None:
+        """The element's event time in epoch ms, or None when the job assigns no timestamps."""
+        return self._scope.timestamp
+
+    def timer_service(self) -> TimerService:
+        return self._timer_service
+
+
+class OnTimerContext(Context):
+    """The context of ``on_timer``; ``timestamp()`` is the timer's timestamp."""
+
+    __slots__ = ("domain",)
+
+    def __init__(self, scope: KeyScope, timer_service: TimerService) -> None:
+        super().__init__(scope, timer_service)
+        self.domain = TimeDomain.EVENT_TIME
+
+    def time_domain(self) -> TimeDomain:
+        """Whether the firing timer is an event-time or a processing-time timer."""
+        return self.domain
+
+
+class RuntimeContext:
+    """Passed to ``open``: where a function declares its keyed state.
+
+    Asking twice for the same descriptor returns the same handle; reusing a name for a
+    different kind or type of state is an error.
+    """
+
+    def __init__(self, scope: KeyScope, function_name: str = "function") -> None:
+        self._scope = scope
+        self._function_name = function_name
+        self._states: dict[str, tuple[StateDescriptor, Any]] = {}
+
+    @property
+    def descriptors(self) -> list[StateDescriptor]:
+        """Every descriptor registered so far, in registration order."""
+        return [d for d, _ in self._states.values()]
+
+    def _get(self, desc: StateDescriptor, expected: type) -> Any:
+        if not isinstance(desc, expected):
+            kind = expected.kind  # type: ignore[attr-defined]
+            method = "get_state" if kind == "value" else f"get_{kind}_state"
+            raise StateDescriptorError(
+                f"{self._function_name}: {method} expects a {expected.__name__}, got {desc!r}"
+            )
+        known = self._states.get(desc.name)
+        if known is not None:
+            old, handle = known
+            if old == desc:
+                return handle
+            raise StateDescriptorError(
+                f"{self._function_name}: state name {desc.name!r} is already registered as "
+                f"{old.describe()}; it cannot be registered again as {desc.describe()} "
+                "(each state needs its own name)"
+            )
+        handle = handle_for(self._scope, desc)
+        self._states[desc.name] = (desc, handle)
+        return handle
+
+    def get_state(self, descriptor: ValueStateDescriptor) -> ValueState:
+        return self._get(descriptor, ValueStateDescriptor)
+
+    def get_list_state(self, descriptor: ListStateDescriptor) -> ListState:
+        return self._get(descriptor, ListStateDescriptor)
+
+    def get_map_state(self, descriptor: MapStateDescriptor) -> MapState:
+        return self._get(descriptor, MapStateDescriptor)
+
+    def get_reducing_state(self, descriptor: ReducingStateDescriptor) -> ReducingState:
+        return self._get(descriptor, ReducingStateDescriptor)
+
+    def get_aggregating_state(self, descriptor: AggregatingStateDescriptor) -> AggregatingState:
+        return self._get(descriptor, AggregatingStateDescriptor)
+
+
+class KeyedProcessFunction:
+    """A function over a keyed stream with keyed state and timers (Flink's ``KeyedProcessFunction``).
+
+    Declare state in ``open``; handle each element in ``process_element`` and each firing timer
+    in ``on_timer``. Both may ``yield`` (or return a list of) output rows: dicts or tuples
+    matching the job's output schema.
+
+    Example::
+
+        class RunningSum(KeyedProcessFunction):
+            def open(self, ctx):
+                self.total = ctx.get_state(ValueStateDescriptor("total", float, default=0.0))
+
+            def process_element(self, event, ctx):
+                self.total.update(self.total.value() + event["amount"])
+                yield {"merchant_id": ctx.get_current_key(), "total": self.total.value()}
+    """
+
+    def open(self, ctx: RuntimeContext) -> None:
+        """Declare state here (called once per task before any element)."""
+
+    def process_element(self, value: dict, ctx: Context) -> Iterable[Any] | None:
+        """Handle one element of the current key."""
+        raise NotImplementedError(f"{type(self).__name__} must define process_element(value, ctx)")
+
+    def on_timer(self, timestamp: int, ctx: OnTimerContext) -> Iterable[Any] | None:
+        """Handle a timer of the current key that reached its time."""
+
+    def close(self) -> None:
+        """Release resources (called once per task after the last element)."""
+
+    @classmethod
+    def defines_on_timer(cls) -> bool:
+        """True when a subclass overrides ``on_timer`` (only then may it register timers)."""
+        return cls.on_timer is not KeyedProcessFunction.on_timer

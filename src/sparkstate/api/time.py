@@ -1,0 +1,58 @@
+"""Event time: watermark strategies (Flink's ``WatermarkStrategy``) and duration helpers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import timedelta
+
+from sparkstate.errors import JobDefinitionError
+
+Duration = timedelta | int
+
+
+def to_millis(d: Duration, what: str = "duration") -> int:
+    """A ``timedelta`` or an int of milliseconds, as int milliseconds."""
+    if isinstance(d, timedelta):
+        return int(d.total_seconds() * 1000)
+    if isinstance(d, int) and not isinstance(d, bool):
+        return d
+    raise JobDefinitionError(f"{what} must be a datetime.timedelta or int milliseconds, got {d!r}")
+
+
+@dataclass(frozen=True)
+class WatermarkStrategy:
+    """How event time and watermarks are derived from the input.
+
+    As in Flink's ``BoundedOutOfOrdernessWatermarks``, the watermark is the largest timestamp
+    seen so far minus the allowed out-of-orderness minus 1 ms. In Spark it advances between
+    micro-batches and is saved in the checkpoint with the source offsets.
+
+    Example::
+
+        WatermarkStrategy.for_bounded_out_of_orderness(timedelta(seconds=5)) \\
+            .with_timestamp_column("event_time")
+    """
+
+    max_out_of_orderness_ms: int = 0
+    timestamp_column: str | None = None
+
+    @staticmethod
+    def for_bounded_out_of_orderness(max_out_of_orderness: Duration) -> "WatermarkStrategy":
+        ms = to_millis(max_out_of_orderness, "max_out_of_orderness")
+        if ms < 0:
+            raise JobDefinitionError(f"max_out_of_orderness must not be negative, got {ms} ms")
+        return WatermarkStrategy(ms)
+
+    @staticmethod
+    def for_monotonous_timestamps() -> "WatermarkStrategy":
+        return WatermarkStrategy(0)
+
+    def with_timestamp_column(self, column: str) -> "WatermarkStrategy":
+        """Take each event's time from ``column`` (a timestamp, or epoch ms as a long)."""
+        if not isinstance(column, str) or not column:
+            raise JobDefinitionError(f"timestamp column must be a column name, got {column!r}")
+        return replace(self, timestamp_column=column)
+
+    def watermark_for(self, max_timestamp: int) -> int:
+        """The watermark after seeing ``max_timestamp``."""
+        return max_timestamp - self.max_out_of_orderness_ms - 1

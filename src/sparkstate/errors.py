@@ -1,0 +1,50 @@
+"""Errors raised by sparkstate. Each one says what went wrong, where, and what was expected."""
+
+from __future__ import annotations
+
+
+class SparkStateError(Exception):
+    """Base class of every error sparkstate raises on purpose."""
+
+
+class StateDescriptorError(SparkStateError, ValueError):
+    """A state descriptor is malformed, or its name is reused for another kind of state."""
+
+
+class StateTypeError(SparkStateError, TypeError):
+    """A value written to state does not match the type its descriptor declares."""
+
+
+class StateAccessError(SparkStateError, RuntimeError):
+    """State or timers were used where no key is current (for example in ``open``)."""
+
+
+class TimerError(SparkStateError, ValueError):
+    """A timer was registered with a bad timestamp, or by a function without ``on_timer``."""
+
+
+class KeyColumnError(SparkStateError, KeyError):
+    """A key column does not exist in the input, or an event has no value for it."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class OutputSchemaError(SparkStateError, ValueError):
+    """A row emitted by a function does not fit the declared output schema."""
+
+
+class ProcessFunctionError(SparkStateError):
+    """A user function raised; the message names the phase, the key and the input."""
+
+
+class JobDefinitionError(SparkStateError, ValueError):
+    """A job is built wrongly (missing source, key, function or sink; bad option)."""
+
+
+class CheckpointMismatchError(SparkStateError):
+    """A checkpoint directory belongs to another job or to an incompatible configuration."""
+
+
+class JobFailedError(SparkStateError):
+    """A running job stopped with an error; nothing after the last committed batch was kept."""

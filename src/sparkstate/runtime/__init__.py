@@ -1,0 +1,1 @@
+"""The adapter onto Spark. Only the ``spark_*`` modules import pyspark, and only when used."""

@@ -1,0 +1,199 @@
+"""How one key group's records are laid out in Spark's state store.
+
+Spark's Python stateful API pays a JVM round trip (about 0.1-0.2 ms here) for every state
+call, so a record per state-store entry costs two round trips per touched key per batch, and
+one blob per key group costs a rewrite of the whole group. sparkstate sits in between: each key
+group keeps its records in *buckets* (one state-store entry each, a pickled
+``{user key: record}``), addressed by linear hashing so that a bucket never holds more than
+about ``bucket_size`` keys. A batch reads and writes only the buckets of the keys it touches,
+so its cost grows with the touched keys, never with the total state; a dense batch touching
+every key costs one round trip per ``bucket_size`` keys. (Measurements: ``docs/design.md``.)
+
+Per key group a small *meta* entry holds the bucket count, the key count, and for each bucket
+its earliest event-time and processing-time timer, which is the timer index: a batch loads
+just the buckets whose earliest timer is due.
+"""
+
+from __future__ import annotations
+
+import pickle
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from sparkstate.runtime.operator import timer_minimums
+
+PICKLE_PROTOCOL = 5
+LAYOUT_VERSION = 1
+DEFAULT_BUCKET_SIZE = 128
+
+
+def _fmix32(h: int) -> int:
+    # MurmurHash3's finaliser: spreads CRC32's bits so low bits can address buckets.
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    h ^= h >> 16
+    return h
+
+
+def bucket_hash(key: Any) -> int:
+    """A 32-bit hash of a user key that is the same in every process (unlike ``hash``)."""
+    if type(key) is str:
+        data = key.encode("utf-8", "surrogatepass")
+    elif type(key) is int:
+        data = key.to_bytes((key.bit_length() + 8) // 8 or 1, "little", signed=True)
+    else:
+        data = pickle.dumps(key, protocol=4)
+    return _fmix32(zlib.crc32(data))
+
+
+def bucket_address(h: int, n_buckets: int) -> int:
+    """Linear hashing: the bucket of hash ``h`` when the group has ``n_buckets`` buckets."""
+    level = n_buckets.bit_length() - 1  # 2**level <= n_buckets < 2**(level+1)
+    addr = h & ((2 << level) - 1)
+    if addr >= n_buckets:
+        addr = h & ((1 << level) - 1)
+    return addr
+
+
+@dataclass
+class GroupMeta:
+    """What a key group remembers besides its buckets."""
+
+    n_buckets: int = 1
+    n_keys: int = 0
+    #: bucket -> earliest event-time / processing-time timer in it
+    event_min: dict[int, int] = field(default_factory=dict)
+    proc_min: dict[int, int] = field(default_factory=dict)
+    #: the Spark timer currently registered to wake this group, if any
+    wake: int | None = None
+    version: int = LAYOUT_VERSION
+
+    def dumps(self) -> bytes:
+        return pickle.dumps(
+            (self.version, self.n_buckets, self.n_keys, self.event_min, self.proc_min, self.wake),
+            protocol=PICKLE_PROTOCOL,
+        )
+
+    @staticmethod
+    def loads(blob: bytes | None) -> "GroupMeta":
+        if not blob:
+            return GroupMeta()
+        version, n_buckets, n_keys, event_min, proc_min, wake = pickle.loads(blob)
+        if version != LAYOUT_VERSION:
+            raise RuntimeError(f"state layout version {version} is not supported (expected {LAYOUT_VERSION})")
+        return GroupMeta(n_buckets, n_keys, event_min, proc_min, wake, version)
+
+    def next_wake(self, processing_time: int) -> int | None:
+        """When Spark should call this group next though no input arrives for it.
+
+        Processing-time timers wake it at their time. Event-time timers depend on a watermark
+        that only moves between batches, so a group holding any is polled every batch.
+        """
+        candidates = list(self.proc_min.values())
+        if self.event_min:
+            candidates.append(processing_time + 1)
+        return min(candidates) if candidates else None
+
+
+class KeyGroupStore:
+    """One key group's buckets during one batch: load on demand, write back what was touched."""
+
+    def __init__(
+        self,
+        meta: GroupMeta,
+        read_bucket: Callable[[int], bytes | None],
+        bucket_size: int = DEFAULT_BUCKET_SIZE,
+    ) -> None:
+        self.meta = meta
+        self._read = read_bucket
+        self.bucket_size = bucket_size
+        self.buckets: dict[int, dict] = {}
+        self._sizes_before: dict[int, int] = {}
+        self._bucket_of_key: dict[Any, int] = {}
+        self.reads = 0
+
+    def bucket(self, b: int) -> dict:
+        """Bucket ``b``'s ``{key: record}``, read from the state store the first time."""
+        bucket = self.buckets.get(b)
+        if bucket is None:
+            blob = self._read(b) if self.meta.n_keys else None
+            if blob is not None:
+                self.reads += 1
+            bucket = pickle.loads(blob) if blob else {}
+            self.buckets[b] = bucket
+            self._sizes_before[b] = len(bucket)
+        return bucket
+
+    def record_for(self, key: Any) -> dict:
+        """The record of ``key`` (a new empty one, placed in its bucket, if it has none)."""
+        b = bucket_address(bucket_hash(key), self.meta.n_buckets)
+        self._bucket_of_key[key] = b
+        bucket = self.bucket(b)
+        rec = bucket.get(key)
+        if rec is None:
+            rec = bucket[key] = {}
+        return rec
+
+    def due_candidates(self, watermark: int, processing_time: int) -> list[tuple[Any, dict]]:
+        """Records of every bucket whose earliest timer is due."""
+        meta = self.meta
+        due = {b for b, ts in meta.event_min.items() if ts <= watermark}
+        due.update(b for b, ts in meta.proc_min.items() if ts <= processing_time)
+        out: list[tuple[Any, dict]] = []
+        for b in sorted(due):
+            for key, rec in self.bucket(b).items():
+                self._bucket_of_key[key] = b
+                out.append((key, rec))
+        return out
+
+    def flush(self, touched: Iterable[Any]) -> list[tuple[int, bytes]]:
+        """Drop emptied records, split full buckets, refresh the timer index.
+
+        Returns ``(bucket, blob)`` for every bucket to write; ``self.meta`` is updated.
+        """
+        meta = self.meta
+        dirty: set[int] = set()
+        for key in touched:
+            b = self._bucket_of_key[key]
+            bucket = self.buckets[b]
+            rec = bucket.get(key)
+            if rec is not None and not rec:
+                del bucket[key]
+            dirty.add(b)
+        for b in dirty:
+            meta.n_keys += len(self.buckets[b]) - self._sizes_before[b]
+            self._sizes_before[b] = len(self.buckets[b])
+        while meta.n_keys > meta.n_buckets * self.bucket_size:
+            dirty.update(self._split())
+        for b in dirty:
+            ev, pt = timer_minimums(self.buckets[b].values())
+            _set_or_drop(meta.event_min, b, ev)
+            _set_or_drop(meta.proc_min, b, pt)
+        return [(b, pickle.dumps(self.buckets[b], protocol=PICKLE_PROTOCOL)) for b in sorted(dirty)]
+
+    def _split(self) -> tuple[int, int]:
+        meta = self.meta
+        n = meta.n_buckets
+        level = n.bit_length() - 1
+        old = n - (1 << level)
+        source = self.bucket(old)
+        new: dict = {}
+        meta.n_buckets = n + 1
+        for key in [k for k in source if bucket_address(bucket_hash(k), n + 1) != old]:
+            new[key] = source.pop(key)
+        self.buckets[n] = new
+        self._sizes_before[n] = len(new)
+        self._sizes_before[old] = len(source)
+        for key in new:
+            self._bucket_of_key[key] = n
+        return old, n
+
+
+def _set_or_drop(d: dict[int, int], b: int, value: int | None) -> None:
+    if value is None:
+        d.pop(b, None)
+    else:
+        d[b] = value

@@ -1,0 +1,275 @@
+"""The engine-neutral core: runs one ``KeyedProcessFunction`` over per-key records.
+
+Both engines, the in-process test harness and the Spark runtime, drive this class, so the
+semantics below hold on both by construction:
+
+A micro-batch sees one watermark ``W`` and one processing time ``T``. For every key group
+it runs, in order:
+
+1. timers that are already due (event time ``<= W``, processing time ``<= T``), in
+   timestamp order (event time before processing time on ties);
+2. the batch's elements, in arrival order, each with its key's record current;
+3. timers registered during steps 1-2 for a time that has already passed, repeatedly,
+   until none is due. (Flink fires such timers as soon as it can; here "as soon as it can"
+   is the end of the same micro-batch.)
+
+A record is a plain dict ``{state name: value, TIMERS_FIELD: {(domain, ts), ...}}``. The
+engine decides where records live (a dict in the harness, RocksDB buckets in Spark); this
+class only reads and mutates the dicts it is handed and remembers which keys it touched.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import reprlib
+from operator import itemgetter
+from typing import Any, Callable, Iterable, Sequence
+
+from sparkstate.api.functions import (
+    MIN_WATERMARK,
+    Context,
+    KeyedProcessFunction,
+    OnTimerContext,
+    RuntimeContext,
+    TimeDomain,
+    TimerService,
+)
+from sparkstate.api.state import TIMERS_FIELD, KeyScope, StateDescriptor
+from sparkstate.errors import KeyColumnError, ProcessFunctionError, SparkStateError, TimerError
+
+#: on_timer may register already-due timers; after this many rounds in one batch it is a loop.
+MAX_TIMER_ROUNDS = 10_000
+
+_short = reprlib.Repr()
+_short.maxstring = 120
+_short.maxother = 120
+_short.maxdict = 12
+_short.maxlist = 12
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+def to_epoch_millis(value: Any) -> Any:
+    """Datetimes become epoch ms (naive ones are read as UTC); anything else is returned as is."""
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=_dt.timezone.utc)
+        return (value - _EPOCH) // _dt.timedelta(milliseconds=1)
+    return value
+
+
+def key_getter(key_columns: Sequence[str]) -> Callable[[dict], Any]:
+    """A function from an event dict to its key: a scalar for one column, a tuple for several."""
+    if len(key_columns) == 1:
+        return itemgetter(key_columns[0])
+    getter = itemgetter(*key_columns)
+    return lambda ev: getter(ev)
+
+
+class KeyedOperator:
+    """Executes a keyed function over records handed in by an engine (see module docs)."""
+
+    def __init__(
+        self,
+        fn: KeyedProcessFunction,
+        key_columns: Sequence[str],
+        timestamp_column: str | None = None,
+    ) -> None:
+        if not isinstance(fn, KeyedProcessFunction):
+            raise TypeError(f"expected a KeyedProcessFunction instance, got {fn!r}")
+        self.fn = fn
+        self.name = type(fn).__name__
+        self.key_columns = list(key_columns)
+        self.timestamp_column = timestamp_column
+        self.scope = KeyScope()
+        self.scope.timers_enabled = type(fn).defines_on_timer()
+        self.runtime_context = RuntimeContext(self.scope, self.name)
+        self.timer_service = TimerService(self.scope, self.name)
+        self.ctx = Context(self.scope, self.timer_service)
+        self.timer_ctx = OnTimerContext(self.scope, self.timer_service)
+        self._key_of = key_getter(self.key_columns)
+        self._ts_of = itemgetter(timestamp_column) if timestamp_column else None
+        #: key -> record of every key read or written since the last ``take_touched``
+        self.touched: dict[Any, dict] = {}
+        self._load: Callable[[Any], dict] = lambda key: {}
+        self._opened = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def open(self) -> list[StateDescriptor]:
+        """Call the function's ``open``; return the state descriptors it registered."""
+        if not self._opened:
+            try:
+                self.fn.open(self.runtime_context)
+            except SparkStateError:
+                raise
+            except Exception as exc:
+                raise ProcessFunctionError(f"{self.name}.open failed: {type(exc).__name__}: {exc}") from exc
+            self._opened = True
+        return self.runtime_context.descriptors
+
+    def close(self) -> None:
+        if self._opened:
+            self._opened = False
+            try:
+                self.fn.close()
+            except Exception as exc:
+                raise ProcessFunctionError(f"{self.name}.close failed: {type(exc).__name__}: {exc}") from exc
+
+    @property
+    def uses_timers(self) -> bool:
+        return self.scope.timers_enabled
+
+    # ------------------------------------------------------------------ batches
+
+    def begin_batch(self, watermark: int, processing_time: int, load: Callable[[Any], dict]) -> None:
+        """Set the batch's clocks and how to fetch the record of a key not touched yet."""
+        scope = self.scope
+        scope.watermark = MIN_WATERMARK if watermark is None else watermark
+        scope.processing_time = processing_time
+        scope.due = []
+        self._load = load
+        self.touched = {}
+
+    def take_touched(self) -> dict[Any, dict]:
+        """The records touched since ``begin_batch``; the engine persists them."""
+        touched, self.touched = self.touched, {}
+        self.scope.rec = None
+        self.scope.key = None
+        return touched
+
+    def run_batch(self, events: Iterable[dict], due_candidates: Iterable[tuple[Any, dict]] = ()) -> list:
+        """Steps 1-3 of the module docs for one key group; returns the emitted rows."""
+        out = self.fire_due(due_candidates)
+        out.extend(self.process(events))
+        if self.scope.due:
+            out.extend(self.fire_due(()))
+        return out
+
+    def _record_for(self, key: Any) -> dict:
+        rec = self.touched.get(key)
+        if rec is None:
+            if key is None or (type(key) is tuple and None in key):
+                raise KeyColumnError(f"{self.name}: an event has no value for key column(s) {self.key_columns}")
+            rec = self._load(key)
+            self.touched[key] = rec
+        return rec
+
+    def process(self, events: Iterable[dict]) -> list:
+        """Run ``process_element`` on each event in order."""
+        out: list = []
+        extend = out.extend
+        scope = self.scope
+        ctx = self.ctx
+        key_of = self._key_of
+        ts_of = self._ts_of
+        touched = self.touched
+        process_element = self.fn.process_element
+        ev: Any = None
+        key: Any = None
+        try:
+            for ev in events:
+                key = key_of(ev)
+                rec = touched.get(key)
+                if rec is None:
+                    rec = self._record_for(key)
+                scope.key = key
+                scope.rec = rec
+                if ts_of is not None:
+                    scope.timestamp = ts_of(ev)
+                result = process_element(ev, ctx)
+                if result is not None:
+                    extend(result)
+        except SparkStateError:
+            raise
+        except KeyError as exc:
+            missing = [c for c in self.key_columns if not isinstance(ev, dict) or c not in ev]
+            if missing:
+                raise KeyColumnError(f"{self.name}: event {_short.repr(ev)} has no key column {missing}") from exc
+            raise self._user_error("process_element", key, ev, exc) from exc
+        except Exception as exc:
+            raise self._user_error("process_element", key, ev, exc) from exc
+        return out
+
+    def fire_due(self, candidates: Iterable[tuple[Any, dict]]) -> list:
+        """Fire every due timer of ``candidates`` (and of records that registered due timers)."""
+        out: list = []
+        scope = self.scope
+        tctx = self.timer_ctx
+        on_timer = self.fn.on_timer
+        touched = self.touched
+        rounds = 0
+        pending = list(candidates)
+        if scope.due:
+            pending.extend(scope.due)
+            scope.due = []
+        while pending:
+            limits = (scope.watermark, scope.processing_time)
+            due = []
+            for key, rec in pending:
+                timers = rec.get(TIMERS_FIELD)
+                if timers:
+                    for domain, ts in timers:
+                        if ts <= limits[domain]:
+                            due.append((ts, domain, key, rec))
+            if not due:
+                break
+            due.sort(key=itemgetter(0, 1))
+            for ts, domain, key, rec in due:
+                timers = rec.get(TIMERS_FIELD)
+                entry = (domain, ts)
+                if not timers or entry not in timers:
+                    continue  # deleted by an earlier timer of this round
+                timers.discard(entry)
+                if not timers:
+                    del rec[TIMERS_FIELD]
+                touched.setdefault(key, rec)
+                scope.key = key
+                scope.rec = rec
+                scope.timestamp = ts
+                tctx.domain = TimeDomain(domain)
+                try:
+                    result = on_timer(ts, tctx)
+                    if result is not None:
+                        out.extend(result)
+                except SparkStateError:
+                    raise
+                except Exception as exc:
+                    raise self._user_error("on_timer", key, f"timer at {ts} ({tctx.domain.name})", exc) from exc
+            pending, scope.due = scope.due, []
+            rounds += 1
+            if rounds > MAX_TIMER_ROUNDS:
+                raise TimerError(
+                    f"{self.name}.on_timer kept registering timers that were already due "
+                    f"({MAX_TIMER_ROUNDS} rounds in one batch, key {scope.key!r})"
+                )
+        return out
+
+    def _user_error(self, phase: str, key: Any, what: Any, exc: Exception) -> ProcessFunctionError:
+        what_s = what if isinstance(what, str) else f"event {_short.repr(what)}"
+        return ProcessFunctionError(
+            f"{self.name}.{phase} failed for key {key!r} on {what_s}: {type(exc).__name__}: {exc}"
+        )
+
+
+def due_timer_limits(rec: dict, watermark: int, processing_time: int) -> bool:
+    """True when the record holds a timer that is due at these clocks."""
+    timers = rec.get(TIMERS_FIELD)
+    if not timers:
+        return False
+    limits = (watermark, processing_time)
+    return any(ts <= limits[d] for d, ts in timers)
+
+
+def timer_minimums(records: Iterable[dict]) -> tuple[int | None, int | None]:
+    """The earliest event-time and processing-time timers over ``records`` (None if none)."""
+    mins: list[int | None] = [None, None]
+    for rec in records:
+        timers = rec.get(TIMERS_FIELD)
+        if timers:
+            for d, ts in timers:
+                m = mins[d]
+                if m is None or ts < m:
+                    mins[d] = ts
+    return mins[0], mins[1]
+

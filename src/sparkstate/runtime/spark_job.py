@@ -1,0 +1,271 @@
+"""Turning a :class:`~sparkstate.api.job.Job` into a Spark streaming query and running it.
+
+The query is::
+
+    packed source (or source -> mapInArrow(pack)) -> [withWatermark(ts)]
+        -> groupBy(key group).transformWithStateInPandas(KeyGroupProcessor) -> sink
+
+Spark checkpoints the source offsets, the watermark and the state store together at every
+micro-batch, and a batch that fails commits none of them, so a restart replays it whole.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from sparkstate.api.job import Job
+from sparkstate.errors import JobDefinitionError, JobFailedError
+from sparkstate.runtime import checkpoint as ckpt
+from sparkstate.runtime.operator import KeyedOperator
+
+
+@dataclass
+class RunResult:
+    """What a run did, for the CLI summary and for tests."""
+
+    job: str
+    checkpoint_dir: str
+    completed: bool = False
+    already_complete: bool = False
+    batches: int = 0
+    input_rows: int = 0
+    output_rows: int | None = None
+    seconds: float = 0.0
+    first_batch_seconds: float = 0.0
+    state_rows: int | None = None
+    state_bytes: int | None = None
+    warnings: list[str] = field(default_factory=list)
+    progress: list[dict] = field(default_factory=list)
+
+    @property
+    def events_per_second(self) -> float:
+        return self.input_rows / self.seconds if self.seconds else 0.0
+
+    @property
+    def steady_events_per_second(self) -> float | None:
+        """Throughput after the first micro-batch (which pays Spark's and Python's start-up)."""
+        data = [p for p in self.progress if p.get("numInputRows")]
+        if len(data) < 2:
+            return None
+        rows = sum(p["numInputRows"] for p in data[1:])
+        ms = sum(p["durationMs"].get("triggerExecution", 0) for p in data[1:])
+        return rows * 1000.0 / ms if ms else None
+
+
+def _output_arrow(job: Job) -> Any:
+    """The Arrow schema of the job's output (needs a running Spark to parse the DDL)."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    try:
+        struct = StructType.fromDDL(job.output.ddl)  # type: ignore[union-attr]
+    except PySparkException as exc:
+        raise JobDefinitionError(f"job {job.name!r}: cannot read output schema ({job.output.ddl}): {exc}") from None  # type: ignore[union-attr]
+    return to_arrow_schema(struct, timezone="UTC")
+
+
+def _operator_spec(job: Job) -> Any:
+    from sparkstate.runtime.spark_processor import OperatorSpec
+
+    return OperatorSpec(
+        fn=job.function,  # type: ignore[arg-type]
+        key_columns=job.key_columns,
+        timestamp_column=job.timestamp_column,
+        output=job.output,  # type: ignore[arg-type]
+        output_arrow=_output_arrow(job),
+        bucket_size=job.settings.bucket_size,
+        event_time=job.watermark is not None,
+    )
+
+
+def build_query(job: Job, spec: Any, spark: Any, checkpoint_dir: str | Path) -> Any:
+    """The configured ``DataStreamWriter`` of ``job``."""
+    from sparkstate.runtime.spark_processor import KeyGroupProcessor
+    from sparkstate.runtime.spark_sinks import attach
+    from sparkstate.runtime.spark_sources import build_packed
+
+    packed = build_packed(spark, job, scratch_dir=str(Path(checkpoint_dir) / "sparkstate-sources"))
+    if job.watermark is not None:
+        # Spark's watermark is max(ts) - delay; Flink's is max(ts) - out_of_orderness - 1 ms.
+        packed = packed.withWatermark("ts", f"{job.watermark.max_out_of_orderness_ms + 1} milliseconds")
+    packed = packed.filter("blob IS NOT NULL")  # the end-of-input marker only moves the watermark
+    out = packed.groupBy("kg").transformWithStateInPandas(
+        KeyGroupProcessor(spec),
+        outputStructType=spec.output.ddl,
+        outputMode="Append",
+        timeMode=spec.time_mode,
+    )
+    writer = attach(job.sink_spec, out.writeStream.queryName(_query_name(job.name)))
+    return writer.option("checkpointLocation", str(checkpoint_dir)).trigger(processingTime=job.settings.trigger_interval)
+
+
+def _query_name(name: str) -> str:
+    return re.sub(r"\W+", "_", f"sparkstate_{name}")
+
+
+_ERROR_LINE = re.compile(r"sparkstate\.errors\.(\w+): (.+)")
+
+
+def _clean_failure(exc: BaseException, checkpoint_dir: str, last_batch: int | None) -> JobFailedError:
+    text = str(getattr(exc, "desc", None) or exc)
+    matches = _ERROR_LINE.findall(text)
+    if matches:
+        kind, message = matches[-1]
+        summary = f"{kind}: {message.strip()}"
+    else:
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        tail = [ln for ln in lines if "Error" in ln or "Exception" in ln]
+        summary = (tail[-1] if tail else (lines[0] if lines else type(exc).__name__))[:2000]
+    committed = "no batch was committed" if last_batch is None else f"batches up to {last_batch} are committed"
+    return JobFailedError(
+        f"{summary}\n(The failing batch committed nothing; {committed} in {checkpoint_dir}. "
+        "Fix the cause and run again to resume.)"
+    )
+
+
+def _progress_dicts(query: Any) -> list[dict]:
+    out = []
+    for p in query.recentProgress:
+        if isinstance(p, dict):
+            out.append(p)
+        else:
+            out.append(json.loads(p.json))
+    return out
+
+
+def _end_reached(entries: list[dict], end: int | None, need: int) -> bool:
+    """True when the last ``need`` completed batches all ran with the source at its end."""
+    if end is None:
+        return False
+    from sparkstate.runtime.spark_sources import source_offset
+
+    run = 0
+    for p in reversed(entries):
+        srcs = p.get("sources") or []
+        off = source_offset(srcs[0]) if srcs else None
+        if off is not None and off >= end:
+            run += 1
+            if run >= need:
+                return True
+        else:
+            break
+    return False
+
+
+def _already_complete(checkpoint_dir: str | Path, end: int | None, need: int) -> bool:
+    if end is None:
+        return False
+    batch, _ = ckpt.last_committed_offset(checkpoint_dir)
+    if batch is None:
+        return False
+    root = Path(checkpoint_dir)
+    run = 0
+    for b in range(batch, max(-1, batch - need), -1):
+        if not (root / "commits" / str(b)).exists():
+            break
+        try:
+            lines = (root / "offsets" / str(b)).read_text().splitlines()
+            off = json.loads(lines[2]).get("offset")
+        except (OSError, ValueError, IndexError, AttributeError):
+            break
+        if off is None or off < end:
+            break
+        run += 1
+    return run >= need
+
+
+def run_job(
+    job: Job,
+    *,
+    checkpoint_dir: str | Path,
+    spark: Any = None,
+    on_progress: Callable[[dict], None] | None = None,
+    timeout: float | None = None,
+    log_file: str | Path | None = None,
+) -> RunResult:
+    """Run ``job`` until its bounded source is done, ``timeout`` passes, or Ctrl-C."""
+    from sparkstate.runtime.spark_session import get_spark, state_store_class
+
+    if checkpoint_dir is None or str(checkpoint_dir).strip() == "":
+        raise JobDefinitionError(
+            "a checkpoint directory is required: Spark keeps the source offsets and the state there "
+            "(Job.run(checkpoint_dir=...), or --checkpoint on the command line)"
+        )
+    job.validate()
+    checkpoint_dir = str(Path(checkpoint_dir).absolute())
+    descriptors = KeyedOperator(job.function, job.key_columns).open()  # type: ignore[arg-type]
+    result = RunResult(job=job.name, checkpoint_dir=checkpoint_dir)
+
+    spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
+    spec = _operator_spec(job)
+    partitions = job.settings.parallelism or int(spark.sparkContext.defaultParallelism)
+    settings = {"parallelism": partitions, "state_backend": job.settings.state_backend}
+    meta = ckpt.job_metadata(spec, job.name, job.settings.key_groups, descriptors, settings)
+    result.warnings = ckpt.check_or_write(checkpoint_dir, meta)
+
+    end = getattr(job.source_spec, "end_offset", None)
+    need = 2 if spec.time_mode != "None" else 1  # timers need one more batch for the final watermark
+    if getattr(job.source_spec, "bounded", False) and _already_complete(checkpoint_dir, end, need):
+        result.completed = result.already_complete = True
+        return result
+
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", state_store_class(job.settings.state_backend))
+    writer = build_query(job, spec, spark, checkpoint_dir)
+
+    started = time.monotonic()
+    query = writer.start()
+    seen = -1
+    try:
+        while True:
+            entries = _progress_dicts(query)
+            for p in entries:
+                if p["batchId"] > seen:
+                    seen = p["batchId"]
+                    _account(result, p)
+                    if on_progress is not None:
+                        on_progress(p)
+            if not query.isActive:
+                exc = query.exception()
+                if exc is not None:
+                    batch, _ = ckpt.last_committed_offset(checkpoint_dir)
+                    raise _clean_failure(exc, checkpoint_dir, batch) from None
+                result.completed = True
+                break
+            if _end_reached(result.progress, end, need):
+                result.completed = True
+                break
+            if timeout is not None and time.monotonic() - started > timeout:
+                break
+            time.sleep(0.1)
+    except KeyboardInterrupt:
+        result.warnings.append("interrupted: the run stopped; run again to resume from the checkpoint")
+    finally:
+        try:
+            query.stop()
+        except Exception:
+            pass
+        result.seconds = time.monotonic() - started
+    return result
+
+
+def _account(result: RunResult, p: dict) -> None:
+    result.progress.append(p)
+    result.batches += 1
+    rows = int(p.get("numInputRows") or 0)
+    result.input_rows += rows
+    if rows and result.first_batch_seconds == 0.0:
+        result.first_batch_seconds = p.get("durationMs", {}).get("triggerExecution", 0) / 1000.0
+    sink_rows = (p.get("sink") or {}).get("numOutputRows")
+    if sink_rows is not None and sink_rows >= 0:
+        result.output_rows = (result.output_rows or 0) + sink_rows
+    ops = p.get("stateOperators") or []
+    if ops:
+        result.state_rows = ops[0].get("numRowsTotal")
+        result.state_bytes = ops[0].get("memoryUsedBytes")

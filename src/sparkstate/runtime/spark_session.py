@@ -1,0 +1,128 @@
+"""Creating and configuring the SparkSession sparkstate runs on.
+
+Local mode by default (``local[N]``); pass ``master`` (or an existing session) to run on a
+cluster. The JVM's own console output (log lines, stage progress bars, and the prints of
+Spark's Python planner worker) goes to a log file instead of the terminal, so the CLI's
+progress output stays readable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import Iterator
+
+_ROCKSDB_CLASS = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+_HDFS_CLASS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+
+STATE_BACKENDS = {
+    # Flink's names for the two backends: RocksDB on local disk, or plain in-memory maps.
+    "rocksdb": _ROCKSDB_CLASS,
+    "hashmap": _HDFS_CLASS,
+}
+
+#: Loggers that are noisy at WARN for sparkstate's normal use of Spark.
+_QUIET_LOGGERS = {
+    # "Value state ... doesn't contain a value" on every read of a new key group
+    "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer": "ERROR",
+    "org.apache.spark.sql.execution.streaming.ResolveWriteToStream": "ERROR",
+    "org.apache.spark.sql.execution.streaming.MicroBatchExecution": "ERROR",
+    "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution": "ERROR",
+    "org.apache.spark.sql.execution.streaming.runtime.ResolveWriteToStream": "ERROR",
+    "org.apache.hadoop.util.NativeCodeLoader": "ERROR",
+    "org.apache.spark.util.Utils": "ERROR",
+}
+
+
+def state_store_class(backend: str) -> str:
+    try:
+        return STATE_BACKENDS[backend]
+    except KeyError:
+        from sparkstate.errors import JobDefinitionError
+
+        raise JobDefinitionError(
+            f"unknown state backend {backend!r}; choose one of {sorted(STATE_BACKENDS)}"
+        ) from None
+
+
+@contextlib.contextmanager
+def _redirect_fds(log_path: Path) -> Iterator[None]:
+    """Point fds 1 and 2 at ``log_path`` while the JVM starts, so it inherits the file."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (fd, *saved):
+            os.close(f)
+
+
+def get_spark(
+    *,
+    master: str | None = None,
+    parallelism: int | None = None,
+    driver_memory: str = "4g",
+    log_file: str | Path | None = None,
+    extra_conf: dict[str, str] | None = None,
+):
+    """Return the active SparkSession, or create a local one tuned for sparkstate.
+
+    ``parallelism`` sets both the local cores and the default shuffle partitions.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    cores = parallelism or os.cpu_count() or 2
+    conf = {
+        "spark.master": master or f"local[{cores}]",
+        "spark.app.name": "sparkstate",
+        "spark.driver.memory": driver_memory,
+        "spark.sql.shuffle.partitions": str(cores),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.streaming.stateStore.providerClass": _ROCKSDB_CLASS,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        # sparkstate packs events into a few large Arrow batches per key group
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+        "spark.sql.streaming.metricsEnabled": "false",
+        "spark.python.worker.reuse": "true",
+    }
+    conf.update(extra_conf or {})
+    builder = SparkSession.builder
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    if log_file is not None:
+        with _redirect_fds(Path(log_file)):
+            spark = builder.getOrCreate()
+    else:
+        spark = builder.getOrCreate()
+    quiet_loggers(spark)
+    return spark
+
+
+def quiet_loggers(spark) -> None:
+    """Lower the log level of loggers that are noisy for sparkstate's normal operation."""
+    jvm = spark.sparkContext._jvm
+    try:
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        level = jvm.org.apache.logging.log4j.Level
+        for name, lvl in _QUIET_LOGGERS.items():
+            configurator.setLevel(name, level.toLevel(lvl))
+    except Exception:  # a cluster with another logging backend: keep its configuration
+        pass

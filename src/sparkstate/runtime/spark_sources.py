@@ -1,0 +1,318 @@
+"""Spark streaming sources for sparkstate's source specs (Python data sources with real offsets).
+
+Spark records each micro-batch's offset range in the checkpoint's offset log before running
+it, and both sources below produce a range's rows as a pure function of the range, so a batch
+replayed after a crash reads exactly the rows it read the first time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+from sparkstate.api.schema import Schema
+from sparkstate.connectors.generator import UpiPayments
+from sparkstate.connectors.sources import DataFrameSource, ListSource
+from sparkstate.errors import JobDefinitionError
+from sparkstate.runtime.packing import PACKED_SCHEMA, Packer, end_of_input_row, make_packer
+
+GENERATOR_FORMAT = "sparkstate_upi"
+LIST_FORMAT = "sparkstate_list"
+
+_ARROW_TYPES = {
+    "string": pa.string(),
+    "int": pa.int32(),
+    "integer": pa.int32(),
+    "bigint": pa.int64(),
+    "long": pa.int64(),
+    "double": pa.float64(),
+    "float": pa.float32(),
+    "boolean": pa.bool_(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "date": pa.date32(),
+    "binary": pa.binary(),
+}
+
+
+def arrow_schema(ddl: str) -> pa.Schema:
+    """Arrow schema of a flat DDL schema (the types a ListSource supports)."""
+    schema = Schema.of(ddl)
+    fields = []
+    for name, tp in zip(schema.names, schema.types):
+        arrow = _ARROW_TYPES.get(tp.lower())
+        if arrow is None:
+            raise JobDefinitionError(f"ListSource column {name!r}: type {tp!r} is not supported; use one of {sorted(_ARROW_TYPES)}")
+        fields.append(pa.field(name, arrow))
+    return pa.schema(fields)
+
+
+@dataclass(frozen=True)
+class RangePartition(InputPartition):
+    start: int
+    end: int
+    index: int = 0
+
+
+def _packer(options: dict[str, str]) -> Packer | None:
+    """The packer a sparkstate job asked for through the source options, if any."""
+    keys = options.get("pack_keys")
+    if not keys:
+        return None
+    return Packer(json.loads(keys), int(options["pack_key_groups"]), options.get("pack_time_column") or None)
+
+
+def pack_options(job: Any) -> dict[str, str]:
+    """Source options that make sparkstate's own sources emit packed rows for ``job``."""
+    return {
+        "pack_keys": json.dumps(list(job.key_columns)),
+        "pack_key_groups": str(job.settings.key_groups),
+        "pack_time_column": job.timestamp_column or "",
+    }
+
+
+def _offset(value: Any) -> int:
+    return int(value["offset"])
+
+
+# --------------------------------------------------------------------------- generator
+
+
+class UpiGeneratorDataSource(DataSource):
+    """``spark.readStream.format("sparkstate_upi")``: the UPI payment generator."""
+
+    @classmethod
+    def name(cls) -> str:
+        return GENERATOR_FORMAT
+
+    def schema(self) -> str:
+        return PACKED_SCHEMA if self.options.get("pack_keys") else UpiPayments.schema_ddl
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return UpiStreamReader(generator_from_options(self.options), _packer(self.options))
+
+
+def generator_options(gen: UpiPayments) -> dict[str, str]:
+    return {"spec": json.dumps(gen.__dict__)}
+
+
+def generator_from_options(options: dict[str, str]) -> UpiPayments:
+    return UpiPayments(**json.loads(options["spec"]))
+
+
+class UpiStreamReader(DataSourceStreamReader):
+    def __init__(self, gen: UpiPayments, packer: Packer | None = None) -> None:
+        self.gen = gen
+        self.packer = packer
+        self._t0: float | None = None
+        self._base = 0
+
+    def initialOffset(self) -> dict:
+        return {"offset": 0}
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        s = _offset(start) if start else 0
+        end = self.gen.end_offset if self.packer else self.gen.events
+        top = s + self.gen.max_batch if end is None else min(end, s + self.gen.max_batch)
+        if self.gen.rate:
+            now = time.monotonic()
+            if self._t0 is None:
+                self._t0, self._base = now, s
+            top = min(top, max(s, self._base + int(self.gen.rate * (now - self._t0))))
+        return {"offset": top}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        s, e = _offset(start), _offset(end)
+        n = max(1, min(self.gen.partitions, e - s))
+        bounds = [s + (e - s) * i // n for i in range(n + 1)]
+        return [RangePartition(a, b, i) for i, (a, b) in enumerate(zip(bounds, bounds[1:]))]
+
+    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
+        step = 100_000
+        seq = 0
+        for a in range(partition.start, partition.end, step):
+            batch = self.gen.generate(a, min(partition.end, a + step))
+            if self.packer is None:
+                yield batch
+                continue
+            packed = self.packer.pack(batch, partition.index, seq)
+            if packed is not None:
+                seq += 1
+                yield packed
+        if self.packer is not None and self.gen.ends_in(partition.start, partition.end):
+            yield end_of_input_row(partition.index)
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+# --------------------------------------------------------------------------- list source
+
+
+class ListDataSource(DataSource):
+    """``spark.readStream.format("sparkstate_list")``: fixed micro-batches from a JSON file."""
+
+    @classmethod
+    def name(cls) -> str:
+        return LIST_FORMAT
+
+    def schema(self) -> str:
+        return PACKED_SCHEMA if self.options.get("pack_keys") else self.options["schema"]
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return ListStreamReader(self.options, _packer(self.options))
+
+
+def _to_micros(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value) * 1000
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        return int(value.timestamp() * 1_000_000)
+    return value
+
+
+class ListStreamReader(DataSourceStreamReader):
+    def __init__(self, options: dict[str, str], packer: Packer | None = None) -> None:
+        self.packer = packer
+        with open(options["path"]) as f:
+            self.batches: list[list[dict]] = json.load(f)
+        self.ddl = options["schema"]
+        self.time_column = options.get("time_column") or None
+        self.end = len(self.batches) + (1 if self.time_column else 0)
+
+    def initialOffset(self) -> dict:
+        return {"offset": 0}
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        s = _offset(start) if start else 0
+        return {"offset": min(self.end, s + 1)}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        return [RangePartition(_offset(start), _offset(end))]
+
+    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
+        schema = arrow_schema(self.ddl)
+        ts_cols = [f.name for f in schema if pa.types.is_timestamp(f.type)]
+        for i in range(partition.start, partition.end):
+            if i >= len(self.batches):  # past the last batch: the end-of-input marker
+                if self.packer is not None:
+                    yield end_of_input_row()
+                continue
+            rows = [dict(r) for r in self.batches[i]]
+            for r in rows:
+                for c in ts_cols:
+                    r[c] = _to_micros(r.get(c))
+            batch = pa.RecordBatch.from_pylist(rows, schema=schema)
+            if self.packer is None:
+                yield batch
+            else:
+                packed = self.packer.pack(batch, 0, i)
+                if packed is not None:
+                    yield packed
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+# --------------------------------------------------------------------------- binding
+
+
+def register(spark: Any) -> None:
+    spark.dataSource.register(UpiGeneratorDataSource)
+    spark.dataSource.register(ListDataSource)
+
+
+def build_source(spark: Any, source: Any, scratch_dir: str | None = None, options: dict[str, str] | None = None) -> Any:
+    """The streaming DataFrame of a source spec (its raw events, or packed rows with ``options``)."""
+    register(spark)
+    extra = options or {}
+    if isinstance(source, UpiPayments):
+        reader = spark.readStream.format(GENERATOR_FORMAT)
+        for k, v in {**generator_options(source), **extra}.items():
+            reader = reader.option(k, v)
+        return reader.load()
+    if isinstance(source, ListSource):
+        arrow_schema(source.schema)  # fail early on unsupported types
+        directory = scratch_dir or tempfile.mkdtemp(prefix="sparkstate-list-")
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, "list-source.json")
+        with open(path, "w") as f:
+            json.dump([list(b) for b in source.batches], f, default=_json_default)
+        reader = (
+            spark.readStream.format(LIST_FORMAT)
+            .option("path", path)
+            .option("schema", source.schema)
+            .option("time_column", source.time_column or "")
+        )
+        for k, v in extra.items():
+            reader = reader.option(k, v)
+        return reader.load()
+    if isinstance(source, DataFrameSource):
+        return source.build(spark)
+    if getattr(source, "isStreaming", False):
+        return source
+    raise JobDefinitionError(
+        f"unsupported source {source!r}; use UpiPayments, ListSource, DataFrameSource or a streaming DataFrame"
+    )
+
+
+def source_columns(source: Any) -> list[str] | None:
+    """Column names of a source known without Spark (None for a DataFrame source)."""
+    ddl = getattr(source, "schema_ddl", None)
+    return list(Schema.of(ddl).names) if ddl else None
+
+
+def build_packed(spark: Any, job: Any, scratch_dir: str | None = None) -> Any:
+    """The job's input as packed rows (``PACKED_SCHEMA``).
+
+    sparkstate's own sources pack while they generate; any other streaming DataFrame is
+    packed by a ``mapInArrow`` step.
+    """
+    source = job.source_spec
+    if isinstance(source, (UpiPayments, ListSource)):
+        return build_source(spark, source, scratch_dir, pack_options(job))
+    df = build_source(spark, source, scratch_dir)
+    columns = dict(df.dtypes)
+    for col in [*job.key_columns, *([job.timestamp_column] if job.timestamp_column else [])]:
+        if col not in columns:
+            from sparkstate.errors import KeyColumnError
+
+            raise KeyColumnError(f"job {job.name!r}: column {col!r} is not in the source's columns {list(columns)}")
+    ts = job.timestamp_column
+    if ts and not (columns[ts].startswith("timestamp") or columns[ts] in ("bigint", "int")):
+        raise JobDefinitionError(
+            f"job {job.name!r}: timestamp column {ts!r} has type {columns[ts]}; use a timestamp or epoch-ms bigint"
+        )
+    return df.mapInArrow(make_packer(job.key_columns, job.settings.key_groups, ts), PACKED_SCHEMA)
+
+
+def source_offset(progress_source: dict) -> int | None:
+    """The end offset a progress report gives for one of sparkstate's own sources."""
+    end = progress_source.get("endOffset")
+    if isinstance(end, str):
+        try:
+            end = json.loads(end)
+        except ValueError:
+            return None
+    if isinstance(end, dict) and "offset" in end:
+        return int(end["offset"])
+    return None
