@@ -96,6 +96,12 @@ class UpiPayments:
             return None
         return self.events + (1 if self.end_of_input else 0)
 
+    def events_between(self, start: int, end: int) -> int:
+        """How many events (not counting the end-of-input marker) offsets ``[start, end)`` hold."""
+        if self.events is None:
+            return max(end - start, 0)
+        return max(min(end, self.events) - min(start, self.events), 0)
+
     def ends_in(self, start: int, end: int) -> bool:
         """True when offsets ``[start, end)`` include the end-of-input marker."""
         return self.events is not None and self.end_of_input and start <= self.events < end

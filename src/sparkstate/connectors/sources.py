@@ -18,8 +18,9 @@ from sparkstate.errors import JobDefinitionError
 class ListSource:
     """Each inner list becomes exactly one micro-batch, in order; replayable by batch index.
 
-    Timestamp columns take epoch milliseconds (ints) or datetimes. With ``time_column`` set,
-    a final end-of-input marker lifts the watermark so every event-time timer fires.
+    Timestamp columns take epoch milliseconds (ints) or datetimes. With ``time_column`` set
+    (and ``end_of_input``), a final end-of-input marker lifts the watermark so every event-time
+    timer fires; ``end_of_input=False`` leaves the stream open, to be continued by a longer list.
 
     Example::
 
@@ -29,12 +30,21 @@ class ListSource:
     batches: tuple[tuple[dict, ...], ...]
     schema: str
     time_column: str | None = None
+    end_of_input: bool = True
     name: str = "list"
 
-    def __init__(self, batches: Any, schema: str, time_column: str | None = None, name: str = "list") -> None:
+    def __init__(
+        self,
+        batches: Any,
+        schema: str,
+        time_column: str | None = None,
+        end_of_input: bool = True,
+        name: str = "list",
+    ) -> None:
         object.__setattr__(self, "batches", tuple(tuple(dict(e) for e in b) for b in batches))
         object.__setattr__(self, "schema", schema)
         object.__setattr__(self, "time_column", time_column)
+        object.__setattr__(self, "end_of_input", end_of_input)
         object.__setattr__(self, "name", name)
         parsed = Schema.of(schema)
         if time_column is not None and time_column not in parsed.names:
@@ -44,8 +54,16 @@ class ListSource:
     bounded = True
 
     @property
+    def has_end_marker(self) -> bool:
+        return bool(self.time_column) and self.end_of_input
+
+    @property
     def end_offset(self) -> int:
-        return len(self.batches) + (1 if self.time_column else 0)
+        return len(self.batches) + (1 if self.has_end_marker else 0)
+
+    def events_between(self, start: int, end: int) -> int:
+        """How many events the micro-batches ``[start, end)`` hold."""
+        return sum(len(b) for b in self.batches[start:end])
 
     def describe(self) -> str:
         return f"list source ({len(self.batches)} batches, {sum(len(b) for b in self.batches)} events)"

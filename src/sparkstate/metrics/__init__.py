@@ -1,1 +1,1 @@
-"""metrics"""
+"""Progress, checkpoint and state-size figures of running jobs."""

@@ -6,8 +6,9 @@ semantics below hold on both by construction:
 A micro-batch sees one watermark ``W`` and one processing time ``T``. For every key group
 it runs, in order:
 
-1. timers that are already due (event time ``<= W``, processing time ``<= T``), in
-   timestamp order (event time before processing time on ties);
+1. timers that are already due: event-time timers ``<= W`` in timestamp order, then
+   processing-time timers ``<= T`` in timestamp order (the two clocks are not comparable, so
+   the order between domains is fixed rather than by timestamp);
 2. the batch's elements, in arrival order, each with its key's record current;
 3. timers registered during steps 1-2 for a time that has already passed, repeatedly,
    until none is due. (Flink fires such timers as soon as it can; here "as soon as it can"
@@ -214,7 +215,7 @@ class KeyedOperator:
                             due.append((ts, domain, key, rec))
             if not due:
                 break
-            due.sort(key=itemgetter(0, 1))
+            due.sort(key=itemgetter(1, 0))
             for ts, domain, key, rec in due:
                 timers = rec.get(TIMERS_FIELD)
                 entry = (domain, ts)

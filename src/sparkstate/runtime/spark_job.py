@@ -33,7 +33,8 @@ class RunResult:
     completed: bool = False
     already_complete: bool = False
     batches: int = 0
-    input_rows: int = 0
+    #: events read (the end-of-input marker not counted)
+    events: int = 0
     output_rows: int | None = None
     seconds: float = 0.0
     first_batch_seconds: float = 0.0
@@ -44,15 +45,15 @@ class RunResult:
 
     @property
     def events_per_second(self) -> float:
-        return self.input_rows / self.seconds if self.seconds else 0.0
+        return self.events / self.seconds if self.seconds else 0.0
 
     @property
     def steady_events_per_second(self) -> float | None:
         """Throughput after the first micro-batch (which pays Spark's and Python's start-up)."""
-        data = [p for p in self.progress if p.get("numInputRows")]
+        data = [p for p in self.progress if p.get("events")]
         if len(data) < 2:
             return None
-        rows = sum(p["numInputRows"] for p in data[1:])
+        rows = sum(p["events"] for p in data[1:])
         ms = sum(p["durationMs"].get("triggerExecution", 0) for p in data[1:])
         return rows * 1000.0 / ms if ms else None
 
@@ -94,7 +95,10 @@ def build_query(job: Job, spec: Any, spark: Any, checkpoint_dir: str | Path) -> 
     if job.watermark is not None:
         # Spark's watermark is max(ts) - delay; Flink's is max(ts) - out_of_orderness - 1 ms.
         packed = packed.withWatermark("ts", f"{job.watermark.max_out_of_orderness_ms + 1} milliseconds")
-    packed = packed.filter("blob IS NOT NULL")  # the end-of-input marker only moves the watermark
+    # No filter for the end-of-input marker (blob NULL): Spark would push it below the
+    # watermark, which would then never see the marker. The processor skips empty blobs.
+    # ``ts`` stays out of the operator's input: pandas cannot hold the marker's year 9999.
+    packed = packed.select("kg", "part", "seq", "blob")
     out = packed.groupBy("kg").transformWithStateInPandas(
         KeyGroupProcessor(spec),
         outputStructType=spec.output.ddl,
@@ -110,9 +114,12 @@ def _query_name(name: str) -> str:
 
 
 _ERROR_LINE = re.compile(r"sparkstate\.errors\.(\w+): (.+)")
+_ANY_ERROR_LINE = re.compile(r"^([\w.]*(?:Error|Exception|Invalid|Interrupt)): (.+)$")
 
 
 def _clean_failure(exc: BaseException, checkpoint_dir: str, last_batch: int | None) -> JobFailedError:
+    """A short message from a Spark failure: sparkstate's own error if there is one, else the
+    innermost Python error line, else the first line of Spark's message."""
     text = str(getattr(exc, "desc", None) or exc)
     matches = _ERROR_LINE.findall(text)
     if matches:
@@ -120,8 +127,11 @@ def _clean_failure(exc: BaseException, checkpoint_dir: str, last_batch: int | No
         summary = f"{kind}: {message.strip()}"
     else:
         lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        tail = [ln for ln in lines if "Error" in ln or "Exception" in ln]
-        summary = (tail[-1] if tail else (lines[0] if lines else type(exc).__name__))[:2000]
+        errors = [
+            ln for ln in lines
+            if _ANY_ERROR_LINE.match(ln) and not ln.startswith(("pyspark.errors", "py4j", "org.apache", "java."))
+        ]
+        summary = (errors[-1] if errors else (lines[0] if lines else type(exc).__name__))[:2000]
     committed = "no batch was committed" if last_batch is None else f"batches up to {last_batch} are committed"
     return JobFailedError(
         f"{summary}\n(The failing batch committed nothing; {committed} in {checkpoint_dir}. "
@@ -191,6 +201,7 @@ def run_job(
 ) -> RunResult:
     """Run ``job`` until its bounded source is done, ``timeout`` passes, or Ctrl-C."""
     from sparkstate.runtime.spark_session import get_spark, state_store_class
+    from sparkstate.runtime.spark_sources import batch_events
 
     if checkpoint_dir is None or str(checkpoint_dir).strip() == "":
         raise JobDefinitionError(
@@ -228,7 +239,7 @@ def run_job(
             for p in entries:
                 if p["batchId"] > seen:
                     seen = p["batchId"]
-                    _account(result, p)
+                    _account(result, p, batch_events(job.source_spec, p))
                     if on_progress is not None:
                         on_progress(p)
             if not query.isActive:
@@ -255,12 +266,12 @@ def run_job(
     return result
 
 
-def _account(result: RunResult, p: dict) -> None:
+def _account(result: RunResult, p: dict, events: int) -> None:
+    p["events"] = events
     result.progress.append(p)
     result.batches += 1
-    rows = int(p.get("numInputRows") or 0)
-    result.input_rows += rows
-    if rows and result.first_batch_seconds == 0.0:
+    result.events += events
+    if events and result.first_batch_seconds == 0.0:
         result.first_batch_seconds = p.get("durationMs", {}).get("triggerExecution", 0) / 1000.0
     sink_rows = (p.get("sink") or {}).get("numOutputRows")
     if sink_rows is not None and sink_rows >= 0:
@@ -268,4 +279,12 @@ def _account(result: RunResult, p: dict) -> None:
     ops = p.get("stateOperators") or []
     if ops:
         result.state_rows = ops[0].get("numRowsTotal")
-        result.state_bytes = ops[0].get("memoryUsedBytes")
+        result.state_bytes = state_bytes(ops[0])
+
+
+def state_bytes(operator: dict) -> int | None:
+    """State size: RocksDB's SST files when RocksDB is the backend, else memory used."""
+    custom = operator.get("customMetrics") or {}
+    if "rocksdbSstFileSize" in custom:
+        return int(custom["rocksdbSstFileSize"])
+    return operator.get("memoryUsedBytes")

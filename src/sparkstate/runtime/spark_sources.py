@@ -191,7 +191,8 @@ class ListStreamReader(DataSourceStreamReader):
             self.batches: list[list[dict]] = json.load(f)
         self.ddl = options["schema"]
         self.time_column = options.get("time_column") or None
-        self.end = len(self.batches) + (1 if self.time_column else 0)
+        marker = bool(self.time_column) and options.get("end_of_input", "true") == "true"
+        self.end = len(self.batches) + (1 if marker else 0)
 
     def initialOffset(self) -> dict:
         return {"offset": 0}
@@ -262,6 +263,7 @@ def build_source(spark: Any, source: Any, scratch_dir: str | None = None, option
             .option("path", path)
             .option("schema", source.schema)
             .option("time_column", source.time_column or "")
+            .option("end_of_input", "true" if source.end_of_input else "false")
         )
         for k, v in extra.items():
             reader = reader.option(k, v)
@@ -305,14 +307,25 @@ def build_packed(spark: Any, job: Any, scratch_dir: str | None = None) -> Any:
     return df.mapInArrow(make_packer(job.key_columns, job.settings.key_groups, ts), PACKED_SCHEMA)
 
 
-def source_offset(progress_source: dict) -> int | None:
-    """The end offset a progress report gives for one of sparkstate's own sources."""
-    end = progress_source.get("endOffset")
-    if isinstance(end, str):
+def source_offset(progress_source: dict, which: str = "endOffset") -> int | None:
+    """An offset a progress report gives for one of sparkstate's own sources."""
+    value = progress_source.get(which)
+    if isinstance(value, str):
         try:
-            end = json.loads(end)
+            value = json.loads(value)
         except ValueError:
             return None
-    if isinstance(end, dict) and "offset" in end:
-        return int(end["offset"])
+    if isinstance(value, dict) and "offset" in value:
+        return int(value["offset"])
     return None
+
+
+def batch_events(source: Any, progress: dict) -> int:
+    """Events a micro-batch read (packed sources report packed rows, so count by offsets)."""
+    sources = progress.get("sources") or []
+    counter = getattr(source, "events_between", None)
+    if counter is not None and sources:
+        end = source_offset(sources[0])
+        if end is not None:
+            return counter(source_offset(sources[0], "startOffset") or 0, end)
+    return int(progress.get("numInputRows") or 0)

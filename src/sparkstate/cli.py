@@ -1,0 +1,145 @@
+"""The ``sparkstate`` command: list and run the seed jobs.
+
+    sparkstate jobs
+    sparkstate run running-sum --events 3000000 --merchants 100000
+
+A run prints a line per micro-batch and a summary at the end. Its checkpoint, output and
+Spark log live under ``.sparkstate/JOB/`` unless told otherwise; running the same command
+again resumes from the checkpoint.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from sparkstate.errors import SparkStateError
+
+console = Console(highlight=False)
+errors = Console(stderr=True, highlight=False)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sparkstate")
+def main() -> None:
+    """Flink-style keyed state, timers and checkpoints on PySpark."""
+
+
+@main.command("jobs")
+def list_jobs() -> None:
+    """List the seed jobs that `sparkstate run` knows."""
+    from sparkstate.jobs import JOBS
+
+    table = Table(title="sparkstate jobs", title_justify="left")
+    table.add_column("job", style="bold")
+    table.add_column("seed")
+    table.add_column("what it does")
+    for job in JOBS.values():
+        table.add_row(job.name, job.seed, job.description)
+    console.print(table)
+
+
+@main.command("run")
+@click.argument("job_name", metavar="JOB")
+@click.option("--events", type=click.IntRange(min=0), default=1_000_000, show_default=True, help="Payments to generate.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Cap on events per second (default: as fast as possible).")
+@click.option("--merchants", type=click.IntRange(min=1), help="Distinct merchants (default: the job's).")
+@click.option("--payers", type=click.IntRange(min=1), help="Distinct payers (default: the job's).")
+@click.option("--seed", type=int, help="Generator seed (the same seed replays the same events).")
+@click.option("--max-batch", type=click.IntRange(min=1), default=1_000_000, show_default=True, help="Most events per micro-batch.")
+@click.option("--checkpoint", "checkpoint_dir", type=click.Path(file_okay=False), help="Checkpoint directory [.sparkstate/JOB/checkpoint].")
+@click.option("--sink", "sink_spec", help="console, noop, memory or parquet:PATH [parquet:.sparkstate/JOB/output].")
+@click.option("--state-backend", type=click.Choice(["rocksdb", "hashmap"]), default="rocksdb", show_default=True)
+@click.option("--partitions", type=click.IntRange(min=1), help="Spark shuffle partitions [number of cores].")
+@click.option("--key-groups", type=click.IntRange(1, 32768), default=128, show_default=True, help="Key groups (fixed per checkpoint).")
+@click.option("--trigger", default="500 milliseconds", show_default=True, help="Micro-batch trigger interval.")
+@click.option("--timeout", type=float, help="Stop after this many seconds (the next run resumes).")
+@click.option("--fresh", is_flag=True, help="Delete the job's checkpoint and output first.")
+@click.option("--quiet", is_flag=True, help="No per-batch progress lines.")
+def run(
+    job_name: str,
+    events: int,
+    rate: float | None,
+    merchants: int | None,
+    payers: int | None,
+    seed: int | None,
+    max_batch: int,
+    checkpoint_dir: str | None,
+    sink_spec: str | None,
+    state_backend: str,
+    partitions: int | None,
+    key_groups: int,
+    trigger: str,
+    timeout: float | None,
+    fresh: bool,
+    quiet: bool,
+) -> None:
+    """Run a seed job on the UPI payment generator (see `sparkstate jobs`)."""
+    from sparkstate.connectors.sinks import ParquetSink, parse_sink
+    from sparkstate.jobs import get_job
+    from sparkstate.metrics.progress import ProgressPrinter, print_summary
+
+    try:
+        seed_job = get_job(job_name)
+        home = Path(".sparkstate") / job_name
+        ckpt = Path(checkpoint_dir) if checkpoint_dir else home / "checkpoint"
+        sink = parse_sink(sink_spec) if sink_spec else ParquetSink(str(home / "output"))
+        if fresh:
+            shutil.rmtree(ckpt, ignore_errors=True)
+            if isinstance(sink, ParquetSink):
+                shutil.rmtree(sink.path, ignore_errors=True)
+        job = (
+            seed_job.job(events=events, rate=rate, merchants=merchants, payers=payers, seed=seed, max_batch=max_batch)
+            .sink(sink)
+            .with_settings(
+                state_backend=state_backend, parallelism=partitions, key_groups=key_groups, trigger_interval=trigger
+            )
+        )
+        console.print(f"[bold]{job.name}[/]: {seed_job.description}")
+        console.print(f"source: {job.source_spec.describe()}; sink: {sink.describe()}; checkpoint: {ckpt}")
+        console.print("starting Spark (the first batch includes Spark's start-up)...")
+        printer = None if quiet else ProgressPrinter(console, total_events=events)
+        result = job.run(checkpoint_dir=ckpt, on_progress=printer, timeout=timeout, log_file=home / "spark.log")
+        if result.already_complete:
+            console.print(f"[green]{job.name} already ran to the end[/] with this checkpoint; --fresh starts over.")
+        print_summary(result, console)
+        if isinstance(sink, ParquetSink) and seed_job.summary_key:
+            _print_results(sink.path, seed_job.summary_key, seed_job.summary_order)
+    except SparkStateError as exc:
+        errors.print(f"[red]error:[/] {exc}")
+        sys.exit(1)
+
+
+def _print_results(path: str, key: str, order: str | None) -> None:
+    """The output's latest row per key, top 10 by ``order``."""
+    from pyspark.sql import SparkSession
+    import pyspark.sql.functions as F
+
+    from sparkstate.metrics.progress import results_table
+
+    spark = SparkSession.getActiveSession()
+    if spark is None or not Path(path, "_spark_metadata").exists():
+        return
+    df = spark.read.parquet(path)
+    if df.isEmpty():
+        console.print("no output rows yet")
+        return
+    order = order or key
+    latest = (
+        df.groupBy(key)
+        .agg(F.max_by(F.struct(*df.columns), F.col(order)).alias("row"))
+        .select("row.*")
+        .orderBy(F.col(order).desc())
+        .limit(10)
+    )
+    rows = [r.asDict() for r in latest.collect()]
+    console.print(results_table(rows, f"top {len(rows)} {key} by {order} (output: {path})"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""Progress lines while a job runs and the summary when it ends.
+
+Figures come from Spark's own progress reports (one per micro-batch): batch duration, the
+state store's entry count and size (RocksDB's SST files, or memory for the hashmap backend),
+its commit time, and the watermark; event counts come from sparkstate's source offsets.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from sparkstate.runtime.spark_job import RunResult, state_bytes
+
+
+def human_bytes(n: float | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+class ProgressPrinter:
+    """Prints one line per completed micro-batch."""
+
+    def __init__(self, console: Console | None = None, total_events: int | None = None) -> None:
+        self.console = console or Console(stderr=True, highlight=False)
+        self.total = total_events
+        self.done = 0
+        self.started = time.monotonic()
+
+    def __call__(self, p: dict) -> None:
+        events = int(p.get("events") or 0)
+        self.done += events
+        ms = (p.get("durationMs") or {}).get("triggerExecution", 0)
+        rate = events * 1000.0 / ms if ms else 0.0
+        ops = p.get("stateOperators") or [{}]
+        op = ops[0] if ops else {}
+        progress = f"{self.done:,}" + (f"/{self.total:,}" if self.total else "")
+        watermark = (p.get("eventTime") or {}).get("watermark")
+        parts = [
+            f"[bold]batch {p.get('batchId')}[/]",
+            f"{events:,} ev in {ms / 1000:.2f} s ({rate:,.0f}/s)",
+            progress,
+            f"state {op.get('numRowsTotal', 0):,} entries {human_bytes(state_bytes(op))}",
+            f"commit {op.get('commitTimeMs', 0):,} ms",
+        ]
+        if watermark and not watermark.startswith("1970"):
+            parts.append(f"wm {watermark[:19].replace('T', ' ')}")
+        self.console.print(" | ".join(parts))
+
+
+def summary_table(result: RunResult, title: str | None = None) -> Table:
+    """The figures of a run as a two-column table."""
+    table = Table(title=title or f"sparkstate run: {result.job}", show_header=False, title_justify="left")
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    status = "already complete" if result.already_complete else ("complete" if result.completed else "stopped")
+    table.add_row("status", status)
+    table.add_row("events", f"{result.events:,}")
+    if result.output_rows is not None:
+        table.add_row("output rows", f"{result.output_rows:,}")
+    table.add_row("micro-batches", f"{result.batches:,}")
+    table.add_row("wall time", f"{result.seconds:,.1f} s (first batch {result.first_batch_seconds:,.1f} s)")
+    table.add_row("throughput", f"{result.events_per_second:,.0f} events/s")
+    steady = result.steady_events_per_second
+    if steady:
+        table.add_row("after the first batch", f"{steady:,.0f} events/s")
+    table.add_row("state", f"{result.state_rows or 0:,} entries, {human_bytes(result.state_bytes)}")
+    table.add_row("checkpoint", result.checkpoint_dir)
+    return table
+
+
+def print_summary(result: RunResult, console: Console | None = None, title: str | None = None) -> None:
+    console = console or Console(highlight=False)
+    console.print(summary_table(result, title))
+    for w in result.warnings:
+        console.print(f"[yellow]warning:[/] {w}")
+
+
+def results_table(rows: list[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    if not rows:
+        return table
+    for col in rows[0]:
+        table.add_column(col, justify="right" if isinstance(rows[0][col], (int, float)) else "left")
+    for r in rows:
+        table.add_row(*[f"{v:,.2f}" if isinstance(v, float) else (f"{v:,}" if isinstance(v, int) else str(v)) for v in r.values()])
+    return table

@@ -1,0 +1,42 @@
+"""Shared fixtures: one SparkSession for the whole test session (Spark takes seconds to start)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import behaviour_cases  # noqa: E402
+from pyspark import cloudpickle  # noqa: E402
+
+# Spark's Python workers cannot import modules from tests/: ship their functions by value.
+cloudpickle.register_pickle_by_value(behaviour_cases)
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    from sparkstate.runtime.spark_session import get_spark
+
+    log = tmp_path_factory.mktemp("spark-log") / "spark.log"
+    session = get_spark(parallelism=2, log_file=log)
+    yield session
+
+
+@pytest.fixture
+def checkpoint(tmp_path) -> Path:
+    return tmp_path / "checkpoint"
+
+
+def pytest_collection_modifyitems(config, items):
+    # Spark tests are marked automatically by folder so `-m "not spark"` gives the fast suite.
+    for item in items:
+        parts = Path(str(item.fspath)).parts
+        if "integration" in parts:
+            item.add_marker(pytest.mark.spark)
+        if "e2e" in parts:
+            item.add_marker(pytest.mark.spark)
+            item.add_marker(pytest.mark.e2e)
