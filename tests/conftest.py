@@ -31,6 +31,11 @@ def checkpoint(tmp_path) -> Path:
     return tmp_path / "checkpoint"
 
 
+def pytest_collection_finish(session):
+    for module in {item.module for item in session.items if getattr(item, "module", None)}:
+        cloudpickle.register_pickle_by_value(module)
+
+
 def pytest_collection_modifyitems(config, items):
     # Spark tests are marked automatically by folder so `-m "not spark"` gives the fast suite.
     for item in items:

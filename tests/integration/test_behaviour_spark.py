@@ -21,3 +21,14 @@ def test_case_matches_harness(case, spark, checkpoint):
     assert per_key(rows, case.out_key) == per_key(expected, case.out_key)  # same order within each key
     if case.expected is not None:
         assert canonical(rows) == canonical(case.expected)
+
+
+@pytest.mark.parametrize("name", ["value", "event-timers", "both-domains"])
+def test_hashmap_backend_gives_the_same_rows(name, spark, checkpoint):
+    from behaviour_cases import CASES_BY_NAME
+
+    case = CASES_BY_NAME[name]
+    sink = MemorySink()
+    result = case.job(sink).with_settings(state_backend="hashmap", **FAST).run(checkpoint_dir=checkpoint, spark=spark)
+    assert result.completed
+    assert canonical(sink.rows()) == canonical(run_on_harness(case))

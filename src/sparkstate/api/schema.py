@@ -100,7 +100,7 @@ class Schema:
     @staticmethod
     def _from_dataclass(cls: type) -> "Schema":
         hints = typing.get_type_hints(cls)
-        names, types = [], []
+        names, ddl_types = [], []
         for f in dataclasses.fields(cls):
             tp = hints.get(f.name, f.type)
             args = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -113,8 +113,8 @@ class Schema:
                     f"use one of {sorted(t.__name__ for t in _PY_TO_DDL)} or a DDL string schema"
                 )
             names.append(f.name)
-            types.append(ddl)
-        return Schema(tuple(names), tuple(types))
+            ddl_types.append(ddl)
+        return Schema(tuple(names), tuple(ddl_types))
 
     def row_to_dict(self, row: Any) -> dict:
         """One emitted row (dict, tuple or dataclass instance) as a dict of this schema's fields."""

@@ -25,10 +25,11 @@ _MUST_MATCH = {
     "key_groups": "the number of key groups",
     "bucket_size": "the state bucket size",
     "time_mode": "the Spark time mode (timers/watermark use)",
+    "state_backend": "the state backend",
 }
 
 
-def job_metadata(spec: Any, job_name: str, key_groups: int, descriptors: list, settings: dict) -> dict:
+def job_metadata(spec: Any, job_name: str, key_groups: int, descriptors: list, settings: dict, state_backend: str) -> dict:
     fn = spec.fn
     return {
         "format": FORMAT_VERSION,
@@ -38,6 +39,7 @@ def job_metadata(spec: Any, job_name: str, key_groups: int, descriptors: list, s
         "key_groups": key_groups,
         "bucket_size": spec.bucket_size,
         "time_mode": spec.time_mode,
+        "state_backend": state_backend,
         "state": {d.name: d.describe() for d in descriptors},
         "settings": settings,
     }

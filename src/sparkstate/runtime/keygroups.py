@@ -28,6 +28,40 @@ LAYOUT_VERSION = 1
 DEFAULT_BUCKET_SIZE = 128
 
 
+def dumps_state(obj: Any) -> bytes:
+    """Pickle state records; fall back to cloudpickle for classes defined in ``__main__``.
+
+    A value that cannot be pickled at all fails with the state name and key that hold it.
+    """
+    try:
+        return pickle.dumps(obj, protocol=PICKLE_PROTOCOL)
+    except (pickle.PicklingError, AttributeError, TypeError) as first:
+        from pyspark import cloudpickle
+
+        try:
+            return cloudpickle.dumps(obj, protocol=PICKLE_PROTOCOL)
+        except Exception:
+            raise _unpicklable(obj, first) from first
+
+
+def _unpicklable(obj: Any, exc: Exception) -> Exception:
+    from pyspark import cloudpickle
+
+    from sparkstate.errors import StateTypeError
+
+    records = obj.items() if isinstance(obj, dict) else []
+    for key, rec in records:
+        for name, value in (rec.items() if isinstance(rec, dict) else []):
+            try:
+                cloudpickle.dumps(value)
+            except Exception:
+                return StateTypeError(
+                    f"state {name!r} of key {key!r} holds {type(value).__name__} {value!r}, which cannot be "
+                    f"checkpointed (pickled): {exc}"
+                )
+    return StateTypeError(f"state cannot be checkpointed (pickled): {exc}")
+
+
 def _fmix32(h: int) -> int:
     # MurmurHash3's finaliser: spreads CRC32's bits so low bits can address buckets.
     h ^= h >> 16
@@ -172,7 +206,7 @@ class KeyGroupStore:
             ev, pt = timer_minimums(self.buckets[b].values())
             _set_or_drop(meta.event_min, b, ev)
             _set_or_drop(meta.proc_min, b, pt)
-        return [(b, pickle.dumps(self.buckets[b], protocol=PICKLE_PROTOCOL)) for b in sorted(dirty)]
+        return [(b, dumps_state(self.buckets[b])) for b in sorted(dirty)]
 
     def _split(self) -> tuple[int, int]:
         meta = self.meta

@@ -38,7 +38,7 @@ PACKED_ARROW_SCHEMA = pa.schema(
 #: Event time of the row a bounded source appends after its last event. It lifts Spark's
 #: watermark to (about) the maximum, which fires every pending event-time timer, as Flink's
 #: final ``Long.MAX_VALUE`` watermark does. It carries no events (``blob`` is null).
-END_OF_INPUT_MS = 253402300799000  # 9999-12-31T23:59:59Z
+END_OF_INPUT_MS = 9223200000000  # 2262-04-10T00:00:00Z: the latest time pandas (ns) can hold
 
 _HASH_MIX = np.uint64(0x9E3779B97F4A7C15)
 

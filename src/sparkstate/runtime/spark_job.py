@@ -87,7 +87,7 @@ def _operator_spec(job: Job) -> Any:
 
 def build_query(job: Job, spec: Any, spark: Any, checkpoint_dir: str | Path) -> Any:
     """The configured ``DataStreamWriter`` of ``job``."""
-    from sparkstate.runtime.spark_processor import KeyGroupProcessor
+    from sparkstate.runtime.spark_processor import GROUP_STATE_SCHEMA, KeyGroupFunction, KeyGroupProcessor
     from sparkstate.runtime.spark_sinks import attach
     from sparkstate.runtime.spark_sources import build_packed
 
@@ -97,14 +97,24 @@ def build_query(job: Job, spec: Any, spark: Any, checkpoint_dir: str | Path) -> 
         packed = packed.withWatermark("ts", f"{job.watermark.max_out_of_orderness_ms + 1} milliseconds")
     # No filter for the end-of-input marker (blob NULL): Spark would push it below the
     # watermark, which would then never see the marker. The processor skips empty blobs.
-    # ``ts`` stays out of the operator's input: pandas cannot hold the marker's year 9999.
-    packed = packed.select("kg", "part", "seq", "blob")
-    out = packed.groupBy("kg").transformWithStateInPandas(
-        KeyGroupProcessor(spec),
-        outputStructType=spec.output.ddl,
-        outputMode="Append",
-        timeMode=spec.time_mode,
-    )
+    # ``ts`` stays in the operator's input: applyInPandasWithState only sees a watermark
+    # when its input carries the watermarked column.
+    grouped = packed.groupBy("kg")
+    if job.settings.state_backend == "rocksdb":
+        out = grouped.transformWithStateInPandas(
+            KeyGroupProcessor(spec),
+            outputStructType=spec.output.ddl,
+            outputMode="Append",
+            timeMode=spec.time_mode,
+        )
+    else:  # transformWithState refuses Spark's in-memory store; this operator takes it
+        out = grouped.applyInPandasWithState(
+            KeyGroupFunction(spec),
+            outputStructType=spec.output.ddl,
+            stateStructType=GROUP_STATE_SCHEMA,
+            outputMode="Append",
+            timeoutConf="ProcessingTimeTimeout" if spec.needs_clock else "NoTimeout",
+        )
     writer = attach(job.sink_spec, out.writeStream.queryName(_query_name(job.name)))
     return writer.option("checkpointLocation", str(checkpoint_dir)).trigger(processingTime=job.settings.trigger_interval)
 
@@ -216,8 +226,8 @@ def run_job(
     spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
     spec = _operator_spec(job)
     partitions = job.settings.parallelism or int(spark.sparkContext.defaultParallelism)
-    settings = {"parallelism": partitions, "state_backend": job.settings.state_backend}
-    meta = ckpt.job_metadata(spec, job.name, job.settings.key_groups, descriptors, settings)
+    settings = {"parallelism": partitions}
+    meta = ckpt.job_metadata(spec, job.name, job.settings.key_groups, descriptors, settings, job.settings.state_backend)
     result.warnings = ckpt.check_or_write(checkpoint_dir, meta)
 
     end = getattr(job.source_spec, "end_offset", None)

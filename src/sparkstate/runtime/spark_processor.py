@@ -1,24 +1,35 @@
-"""The Spark ``StatefulProcessor`` that runs a keyed function, one key group per call.
+"""The Spark side of a keyed function: one key group per call.
 
-Spark groups the packed input by key group and calls ``handleInputRows`` once per group and
-micro-batch; it calls ``handleExpiredTimer`` for groups that asked to be woken without input
-(a processing-time timer came due, or an event-time timer may have come due because the
-watermark moved). Each call loads the group's meta entry and the buckets it needs
+Spark groups the packed input by key group and calls sparkstate once per group and
+micro-batch, and again for groups that asked to be woken without input (a processing-time
+timer came due, or an event-time timer may have come due because the watermark moved). Each
+call loads the group's meta entry and the buckets it needs
 (:mod:`sparkstate.runtime.keygroups`), runs the batch through the shared
 :class:`~sparkstate.runtime.operator.KeyedOperator`, and writes back the touched buckets.
 
+Two Spark operators carry this, one per state backend:
+
+* ``rocksdb`` - ``transformWithStateInPandas`` (:class:`KeyGroupProcessor`): meta and
+  buckets are separate state-store entries, read and written one by one, so a batch pays
+  only for the buckets it touches. Spark's processing-time timers wake idle groups.
+* ``hashmap`` - ``applyInPandasWithState`` (:class:`KeyGroupFunction`), because Spark's
+  transformWithState refuses the in-memory (HDFS-backed) store: the group's meta and buckets
+  are one state row, rewritten when the group changes (still-pickled buckets are copied, not
+  re-serialised). Processing-time timeouts wake idle groups.
+
 Why one Spark time mode bridges both of Flink's timer domains: Spark fixes one time mode per
 operator. sparkstate keeps both kinds of timers in its own records and uses Spark's
-processing-time timers only as a wake-up call per key group, so a function may use
-event-time and processing-time timers together.
+processing-time wake-ups only to get called, so a function may use event-time and
+processing-time timers together.
 """
 
 from __future__ import annotations
 
 import gc
+import pickle
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, Protocol
 
 import pandas as pd
 import pyarrow as pa
@@ -32,17 +43,19 @@ from pyspark.sql.streaming.stateful_processor import (
 from sparkstate.api.functions import MIN_WATERMARK, KeyedProcessFunction
 from sparkstate.api.schema import Schema
 from sparkstate.errors import OutputSchemaError
-from sparkstate.runtime.keygroups import GroupMeta, KeyGroupStore
+from sparkstate.runtime.keygroups import PICKLE_PROTOCOL, GroupMeta, KeyGroupStore
 from sparkstate.runtime.operator import KeyedOperator
 from sparkstate.runtime.packing import unpack_events
 
 META_STATE = "meta"
 BUCKETS_STATE = "buckets"
+#: the state row of the hashmap backend's applyInPandasWithState
+GROUP_STATE_SCHEMA = "group binary"
 
 
 @dataclass(frozen=True)
 class OperatorSpec:
-    """Everything the processor needs, shipped to executors with it."""
+    """Everything the Spark side needs, shipped to executors with it."""
 
     fn: KeyedProcessFunction
     key_columns: tuple[str, ...]
@@ -53,11 +66,16 @@ class OperatorSpec:
     event_time: bool
 
     @property
+    def needs_clock(self) -> bool:
+        """Timers or a watermark are in play, so Spark must run in processing-time mode."""
+        return self.event_time or type(self.fn).defines_on_timer()
+
+    @property
     def time_mode(self) -> str:
-        """Spark's time mode: processing time whenever timers or a watermark are in play."""
-        if self.event_time or type(self.fn).defines_on_timer():
-            return "ProcessingTime"
-        return "None"
+        return "ProcessingTime" if self.needs_clock else "None"
+
+
+# --------------------------------------------------------------------------- output
 
 
 def _column(values: list, field: pa.Field) -> pa.Array:
@@ -69,12 +87,20 @@ def _column(values: list, field: pa.Field) -> pa.Array:
     return pa.array(values, type=target)
 
 
-def to_frame(rows: list, schema: Schema, arrow: pa.Schema) -> pd.DataFrame:
+def _fits(value: Any, field: pa.Field) -> bool:
+    try:
+        _column([value], field)
+        return True
+    except Exception:
+        return False
+
+
+def to_frame(rows: list, schema: Schema, arrow: pa.Schema, arrow_backed: bool = True) -> pd.DataFrame:
     """Emitted rows as a pandas DataFrame of the output schema.
 
     Columns are built as Arrow arrays (so a value that does not fit its column fails here,
-    with the column's name) and handed to Spark as Arrow-backed pandas columns, which Spark
-    converts back to Arrow without copying.
+    with the column's name). transformWithState takes Arrow-backed pandas columns and converts
+    them back to Arrow without copying; applyInPandasWithState needs plain numpy columns.
     """
     cols = schema.columns(rows)
     arrays = []
@@ -88,100 +114,205 @@ def to_frame(rows: list, schema: Schema, arrow: pa.Schema) -> pd.DataFrame:
                 f"output column {field.name!r} is {schema.types[schema.names.index(field.name)]} "
                 f"but a row has {type(bad).__name__} {bad!r} ({exc})"
             ) from None
-    return pa.Table.from_arrays(arrays, schema=arrow).to_pandas(types_mapper=pd.ArrowDtype)
+    table = pa.Table.from_arrays(arrays, schema=arrow)
+    return table.to_pandas(types_mapper=pd.ArrowDtype) if arrow_backed else table.to_pandas()
 
 
-def _fits(value: Any, field: pa.Field) -> bool:
-    try:
-        _column([value], field)
-        return True
-    except Exception:
-        return False
+def packed_rows(frames: Iterator[pd.DataFrame]) -> list[tuple[int, int, bytes | None]]:
+    rows: list[tuple[int, int, bytes | None]] = []
+    for frame in frames:
+        rows.extend(zip(frame["part"].tolist(), frame["seq"].tolist(), frame["blob"].tolist()))
+    return rows
 
 
-class KeyGroupProcessor(StatefulProcessor):
-    """Spark's side of a keyed function (see the module docs)."""
+# --------------------------------------------------------------------------- shared core
 
-    def __init__(self, spec: OperatorSpec) -> None:
+
+class GroupState(Protocol):
+    """Where one key group's meta and buckets live (differs between the two operators)."""
+
+    def read_meta(self) -> bytes | None: ...
+
+    def read_bucket(self, b: int) -> bytes | None: ...
+
+    def write(self, buckets: list[tuple[int, bytes]], meta: bytes | None) -> None: ...
+
+    def schedule(self, meta: GroupMeta, now: int, expired: int | None) -> bool: ...
+
+
+class KeyGroupRunner:
+    """Runs one key group's micro-batch against a :class:`GroupState`."""
+
+    def __init__(self, spec: OperatorSpec, arrow_backed: bool = True) -> None:
         self.spec = spec
+        self.arrow_backed = arrow_backed
+        self.op = KeyedOperator(spec.fn, spec.key_columns, spec.timestamp_column)
+        self.op.open()
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        spec = self.spec
-        self._handle = handle
-        self._meta = handle.getValueState(META_STATE, "v binary")
-        self._buckets = handle.getMapState(BUCKETS_STATE, "b int", "v binary")
-        self._op = KeyedOperator(spec.fn, spec.key_columns, spec.timestamp_column)
-        self._op.open()
-
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues) -> Iterator[pd.DataFrame]:
-        packed = []
-        for frame in rows:
-            packed.extend(zip(frame["part"].tolist(), frame["seq"].tolist(), frame["blob"].tolist()))
-        return self._run(key[0], unpack_events(packed), timerValues, None)
-
-    def handleExpiredTimer(
-        self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
-    ) -> Iterator[pd.DataFrame]:
-        return self._run(key[0], [], timerValues, expiredTimerInfo.getExpiryTimeInMs())
-
-    def close(self) -> None:
-        self._op.close()
-
-    # ------------------------------------------------------------------ one key group
-
-    def _clocks(self, timer_values: TimerValues) -> tuple[int, int]:
-        watermark = MIN_WATERMARK
-        if self.spec.event_time:
-            wm = timer_values.getCurrentWatermarkInMs()
-            # Spark reports 0 until the first watermark exists; Flink's is Long.MIN_VALUE.
-            if wm > 0:
-                watermark = wm
-        now = timer_values.getCurrentProcessingTimeInMs()
-        if now < 0:  # time mode "None": Spark gives no clock
-            now = int(time.time() * 1000)
-        return watermark, now
-
-    def _run(self, kg: int, events: list, timer_values: TimerValues, expired: int | None) -> Iterator[pd.DataFrame]:
+    def run(self, events: list, watermark: int, now: int, state: GroupState, expired: int | None = None) -> pd.DataFrame | None:
         # A key group allocates many short-lived dicts and no cycles; the cyclic GC would scan
         # them over and over (about 10% of the time). It runs again between key groups.
         gc.disable()
         try:
-            frame = self._run_group(kg, events, timer_values, expired)
+            stored = state.read_meta()
+            meta = GroupMeta.loads(stored)
+            store = KeyGroupStore(meta, state.read_bucket, self.spec.bucket_size)
+            op = self.op
+            op.begin_batch(watermark, now, store.record_for)
+            rows = op.run_batch(events, store.due_candidates(watermark, now))
+            writes = store.flush(op.take_touched())
+            wake_changed = state.schedule(meta, now, expired)
+            changed = bool(writes) or wake_changed or stored is None
+            state.write(writes, meta.dumps() if changed else None)
+            if not rows:
+                return None
+            return to_frame(rows, self.spec.output, self.spec.output_arrow, self.arrow_backed)
         finally:
             gc.enable()
-        if frame is not None:
-            yield frame
 
-    def _run_group(self, kg: int, events: list, timer_values: TimerValues, expired: int | None) -> pd.DataFrame | None:
-        watermark, now = self._clocks(timer_values)
-        stored = self._meta.get()
-        meta = GroupMeta.loads(stored[0] if stored else None)
-        store = KeyGroupStore(meta, self._read_bucket, self.spec.bucket_size)
-        op = self._op
-        op.begin_batch(watermark, now, store.record_for)
-        rows = op.run_batch(events, store.due_candidates(watermark, now))
-        writes = store.flush(op.take_touched())
-        for b, blob in writes:
-            self._buckets.updateValue((b,), (blob,))
-        wake_changed = self._schedule_wake(meta, now, expired)
-        if writes or wake_changed or stored is None:
-            self._meta.update((meta.dumps(),))
-        return to_frame(rows, self.spec.output, self.spec.output_arrow) if rows else None
+    def close(self) -> None:
+        self.op.close()
 
-    def _read_bucket(self, b: int) -> bytes | None:
-        value = self._buckets.getValue((b,))
+    def watermark(self, reported: int) -> int:
+        # Spark reports 0 (or -1) until the first watermark exists; Flink's is Long.MIN_VALUE.
+        return reported if self.spec.event_time and reported > 0 else MIN_WATERMARK
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# --------------------------------------------------------------------------- rocksdb: transformWithState
+
+
+class _TwsState:
+    def __init__(self, processor: "KeyGroupProcessor") -> None:
+        self.p = processor
+
+    def read_meta(self) -> bytes | None:
+        value = self.p._meta.get()
         return value[0] if value else None
 
-    def _schedule_wake(self, meta: GroupMeta, now: int, expired: int | None) -> bool:
+    def read_bucket(self, b: int) -> bytes | None:
+        value = self.p._buckets.getValue((b,))
+        return value[0] if value else None
+
+    def write(self, buckets: list[tuple[int, bytes]], meta: bytes | None) -> None:
+        for b, blob in buckets:
+            self.p._buckets.updateValue((b,), (blob,))
+        if meta is not None:
+            self.p._meta.update((meta,))
+
+    def schedule(self, meta: GroupMeta, now: int, expired: int | None) -> bool:
         """Keep exactly one Spark timer per key group, at the group's next wake-up time."""
         desired = meta.next_wake(now)
         old = meta.wake
         if desired == old and old != expired:
             return False
+        handle = self.p._handle
         if old is not None and old != expired:
             # also when old <= now: deleting it spares a second call for this group this batch
-            self._handle.deleteTimer(old)
+            handle.deleteTimer(old)
         if desired is not None:
-            self._handle.registerTimer(desired)
+            handle.registerTimer(desired)
         meta.wake = desired
         return True
+
+
+class KeyGroupProcessor(StatefulProcessor):
+    """The ``transformWithStateInPandas`` processor (RocksDB backend)."""
+
+    def __init__(self, spec: OperatorSpec) -> None:
+        self.spec = spec
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self._handle = handle
+        self._meta = handle.getValueState(META_STATE, "v binary")
+        self._buckets = handle.getMapState(BUCKETS_STATE, "b int", "v binary")
+        self._runner = KeyGroupRunner(self.spec)
+        self._state = _TwsState(self)
+
+    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues) -> Iterator[pd.DataFrame]:
+        return self._run(unpack_events(packed_rows(rows)), timerValues, None)
+
+    def handleExpiredTimer(
+        self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
+    ) -> Iterator[pd.DataFrame]:
+        return self._run([], timerValues, expiredTimerInfo.getExpiryTimeInMs())
+
+    def _run(self, events: list, timer_values: TimerValues, expired: int | None) -> Iterator[pd.DataFrame]:
+        runner = self._runner
+        now = timer_values.getCurrentProcessingTimeInMs()
+        frame = runner.run(
+            events,
+            runner.watermark(timer_values.getCurrentWatermarkInMs()),
+            now if now >= 0 else _wall_clock_ms(),  # time mode "None" gives no clock
+            self._state,
+            expired,
+        )
+        if frame is not None:
+            yield frame
+
+    def close(self) -> None:
+        self._runner.close()
+
+
+# --------------------------------------------------------------------------- hashmap: applyInPandasWithState
+
+
+class _RowState:
+    """A key group as one state row: ``pickle((meta, {bucket: blob}))``."""
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+        if state.exists:
+            self.meta, self.buckets = pickle.loads(state.get[0])
+        else:
+            self.meta, self.buckets = None, {}
+
+    def read_meta(self) -> bytes | None:
+        return self.meta
+
+    def read_bucket(self, b: int) -> bytes | None:
+        return self.buckets.get(b)
+
+    def write(self, buckets: list[tuple[int, bytes]], meta: bytes | None) -> None:
+        if meta is None and not buckets:
+            return
+        self.buckets.update(buckets)
+        if meta is not None:
+            self.meta = meta
+        self.state.update((pickle.dumps((self.meta, self.buckets), protocol=PICKLE_PROTOCOL),))
+
+    def schedule(self, meta: GroupMeta, now: int, expired: int | None) -> bool:
+        # Spark resets a group's timeout on every call, so it is set again each time.
+        desired = meta.next_wake(now)
+        if desired is not None:
+            self.state.setTimeoutDuration(max(1, desired - now))
+        return False
+
+
+class KeyGroupFunction:
+    """The ``applyInPandasWithState`` function (hashmap backend).
+
+    Spark unpickles it once per task, so the user's ``open`` runs once per task, as with the
+    RocksDB backend. (Spark gives this operator no end-of-task hook, so ``close`` is not called.)
+    """
+
+    def __init__(self, spec: OperatorSpec) -> None:
+        self.spec = spec
+        self._runner: KeyGroupRunner | None = None
+
+    def __getstate__(self) -> dict:
+        return {"spec": self.spec, "_runner": None}
+
+    def __call__(self, key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        if self._runner is None:
+            self._runner = KeyGroupRunner(self.spec, arrow_backed=False)
+        runner = self._runner
+        events = [] if state.hasTimedOut else unpack_events(packed_rows(frames))
+        watermark = runner.watermark(state.getCurrentWatermarkMs()) if self.spec.event_time else MIN_WATERMARK
+        now = state.getCurrentProcessingTimeMs() if self.spec.needs_clock else _wall_clock_ms()
+        frame = runner.run(events, watermark, now, _RowState(state))
+        if frame is not None:
+            yield frame

@@ -16,6 +16,7 @@ from sparkstate.api.functions import MAX_WATERMARK, MIN_WATERMARK, KeyedProcessF
 from sparkstate.api.schema import Schema
 from sparkstate.api.state import TIMERS_FIELD
 from sparkstate.api.time import WatermarkStrategy
+from sparkstate.runtime.keygroups import dumps_state
 from sparkstate.runtime.operator import KeyedOperator, due_timer_limits, to_epoch_millis
 
 
@@ -83,7 +84,7 @@ class KeyedHarness:
             if not rec:
                 records.pop(key, None)
             elif self._serialize:
-                records[key] = pickle.loads(pickle.dumps(rec, protocol=pickle.HIGHEST_PROTOCOL))
+                records[key] = pickle.loads(dumps_state({key: rec}))[key]
         self._advance_watermark(evs)
         if self.schema is not None:
             rows = [self.schema.row_to_dict(r) for r in rows]

@@ -1,0 +1,92 @@
+"""Restarts: from a checkpoint mid-stream, and after a batch that failed."""
+
+from __future__ import annotations
+
+import pytest
+
+from behaviour_cases import CASES_BY_NAME, canonical, per_key, run_on_harness
+from spark_helpers import FAST
+from sparkstate import (
+    Job,
+    JobFailedError,
+    KeyedProcessFunction,
+    ListSource,
+    MemorySink,
+    ParquetSink,
+    ValueStateDescriptor,
+)
+
+
+@pytest.mark.parametrize("name", ["value", "event-timers"])
+def test_restart_mid_stream_continues_the_state(name, spark, checkpoint):
+    case = CASES_BY_NAME[name]
+    sink = MemorySink()
+    first = case.job(sink, batches=case.batches[:2], end_of_input=False).with_settings(**FAST)
+    r1 = first.run(checkpoint_dir=checkpoint, spark=spark)
+    assert r1.completed and r1.events == sum(len(b) for b in case.batches[:2])
+    second = case.job(sink).with_settings(**FAST)
+    r2 = second.run(checkpoint_dir=checkpoint, spark=spark)
+    assert r2.completed and r2.events == sum(len(b) for b in case.batches[2:])
+    expected = run_on_harness(case)
+    assert canonical(sink.rows()) == canonical(expected)
+    assert per_key(sink.rows(), case.out_key) == per_key(expected, case.out_key)
+    # a third run of the finished job does nothing
+    r3 = second.run(checkpoint_dir=checkpoint, spark=spark)
+    assert r3.already_complete and r3.batches == 0
+
+
+class Poison(KeyedProcessFunction):
+    """Running total; raises on v == 13 unless built with allow=True."""
+
+    def __init__(self, allow: bool = False):
+        self.allow = allow
+
+    def open(self, ctx):
+        self.total = ctx.get_state(ValueStateDescriptor("total", int, default=0))
+
+    def process_element(self, e, ctx):
+        if e["v"] == 13 and not self.allow:
+            raise ValueError("unlucky number")
+        self.total.update(self.total.value() + e["v"])
+        yield {"k": ctx.get_current_key(), "total": self.total.value()}
+
+
+BATCHES = [
+    [{"k": "a", "v": 1}, {"k": "b", "v": 2}],
+    [{"k": "a", "v": 3}, {"k": "c", "v": 4}],
+    [{"k": "b", "v": 13}, {"k": "a", "v": 5}],
+    [{"k": "a", "v": 6}, {"k": "b", "v": 7}],
+]
+
+
+def poison_job(sink, allow):
+    return (
+        Job("poison").source(ListSource(BATCHES, "k string, v bigint")).key_by("k")
+        .process(Poison(allow), output_schema="k string, total bigint").sink(sink).with_settings(**FAST)
+    )
+
+
+def expected_rows():
+    h = poison_job(MemorySink(), True).harness()
+    return [r for b in BATCHES for r in h.process_batch(b)]
+
+
+def test_failed_batch_commits_nothing_and_restart_resumes(spark, checkpoint):
+    sink = MemorySink()
+    with pytest.raises(JobFailedError) as failure:
+        poison_job(sink, allow=False).run(checkpoint_dir=checkpoint, spark=spark)
+    message = str(failure.value)
+    assert "Poison.process_element failed for key 'b'" in message and "unlucky number" in message
+    assert "batches up to 1 are committed" in message
+    assert sorted(sink.batches) == [0, 1]  # the failed batch reached no sink
+    poison_job(sink, allow=True).run(checkpoint_dir=checkpoint, spark=spark)
+    assert canonical(sink.rows()) == canonical(expected_rows())  # nothing lost, nothing twice
+
+
+def test_parquet_output_is_exactly_once_across_a_failure(spark, checkpoint, tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(JobFailedError):
+        poison_job(ParquetSink(str(out)), allow=False).run(checkpoint_dir=checkpoint, spark=spark)
+    poison_job(ParquetSink(str(out)), allow=True).run(checkpoint_dir=checkpoint, spark=spark)
+    rows = [r.asDict() for r in spark.read.parquet(str(out)).collect()]
+    assert canonical(rows) == canonical(expected_rows())

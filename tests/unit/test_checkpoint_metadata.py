@@ -1,0 +1,72 @@
+"""sparkstate.json in a checkpoint: a checkpoint of another job or layout is refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sparkstate import CheckpointMismatchError
+from sparkstate.runtime.checkpoint import METADATA_FILE, check_or_write, last_committed_offset
+
+
+def meta(**changes):
+    m = {
+        "format": 1, "job": "j", "function": "mod.F", "key_columns": ["k"], "key_groups": 128,
+        "bucket_size": 128, "time_mode": "None", "state_backend": "rocksdb", "state": {"total": "ValueState[float]"},
+        "settings": {"parallelism": 2},
+    }
+    m.update(changes)
+    return m
+
+
+def test_first_run_writes_then_same_job_passes(tmp_path):
+    assert check_or_write(tmp_path, meta()) == []
+    assert json.loads((tmp_path / METADATA_FILE).read_text())["job"] == "j"
+    assert check_or_write(tmp_path, meta()) == []
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"job": "other"}, "belongs to job 'j', not 'other'"),
+        ({"key_columns": ["x"]}, "the key columns changed from \\['k'\\] to \\['x'\\]"),
+        ({"key_groups": 64}, "the number of key groups changed from 128 to 64"),
+        ({"state_backend": "hashmap"}, "the state backend changed from 'rocksdb' to 'hashmap'"),
+        ({"state": {"total": "ListState[float]"}}, "state 'total' changed from ValueState\\[float\\] to ListState\\[float\\]"),
+    ],
+)
+def test_incompatible_restart_is_refused(tmp_path, change, message):
+    check_or_write(tmp_path, meta())
+    with pytest.raises(CheckpointMismatchError, match=message):
+        check_or_write(tmp_path, meta(**change))
+
+
+def test_new_state_is_allowed_and_changed_settings_warn(tmp_path):
+    check_or_write(tmp_path, meta())
+    warnings = check_or_write(tmp_path, meta(state={"total": "ValueState[float]", "n": "ValueState[int]"},
+                                             settings={"parallelism": 4}))
+    assert len(warnings) == 1 and "parallelism" in warnings[0] and "Spark keeps that value" in warnings[0]
+
+
+def test_foreign_spark_checkpoint_is_refused(tmp_path):
+    (tmp_path / "offsets").mkdir()
+    with pytest.raises(CheckpointMismatchError, match="sparkstate did not write"):
+        check_or_write(tmp_path, meta())
+
+
+def test_unwritable_directory_is_named(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(CheckpointMismatchError, match="cannot write to checkpoint directory"):
+        check_or_write(blocker / "ckpt", meta())
+
+
+def test_last_committed_offset(tmp_path):
+    assert last_committed_offset(tmp_path) == (None, None)
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "commits").mkdir()
+    for b in (0, 1):
+        (tmp_path / "offsets" / str(b)).write_text(f'v1\n{{}}\n{{"offset": {10 * (b + 1)}}}\n')
+    (tmp_path / "commits" / "0").write_text("v1\n{}\n")
+    assert last_committed_offset(tmp_path) == (0, {"offset": 10})

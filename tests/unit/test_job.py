@@ -1,0 +1,93 @@
+"""Building jobs: what is checked before Spark starts."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import pytest
+
+from sparkstate import (
+    Job,
+    JobDefinitionError,
+    KeyColumnError,
+    KeyedProcessFunction,
+    ListSource,
+    MemorySink,
+    Schema,
+    UpiPayments,
+    WatermarkStrategy,
+)
+from sparkstate.jobs.running_sum import RunningSum
+
+
+def base():
+    return Job("j").source(UpiPayments(events=10)).key_by("merchant_id").process(
+        RunningSum(), output_schema="merchant_id string, count bigint, total double"
+    ).sink(MemorySink())
+
+
+def test_a_complete_job_validates_and_is_immutable():
+    job = base()
+    job.validate()
+    assert job.with_settings(key_groups=64).settings.key_groups == 64
+    assert job.settings.key_groups == 128
+
+
+def test_missing_pieces_are_named():
+    with pytest.raises(JobDefinitionError, match=r"missing a key \(.key_by\(...\)\), a function"):
+        Job("j").source(UpiPayments(events=1)).sink(MemorySink()).validate()
+
+
+def test_unknown_key_column_is_named_with_the_columns_there_are():
+    with pytest.raises(KeyColumnError, match="key column 'merchant' is not in the source's columns"):
+        base().key_by("merchant").validate()
+
+
+def test_timestamp_column_is_checked():
+    src = ListSource([[{"k": "a", "v": 1}]], "k string, v string")
+    job = Job("j").source(src, watermark=WatermarkStrategy.for_monotonous_timestamps().with_timestamp_column("v"))
+    job = job.key_by("k").process(RunningSum(), output_schema="k string").sink(MemorySink())
+    with pytest.raises(JobDefinitionError, match="timestamp column 'v' has type string"):
+        job.validate()
+
+
+def test_watermark_defaults_to_the_source_time_column():
+    job = Job("j").source(UpiPayments(events=1), watermark=WatermarkStrategy.for_bounded_out_of_orderness(dt.timedelta(seconds=5)))
+    assert job.timestamp_column == "event_time" and job.watermark.max_out_of_orderness_ms == 5000
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda j: j.with_settings(key_groups=0), "key_groups must be an int from 1 to 32768"),
+        (lambda j: j.with_settings(state_backend="memory"), "state_backend must be 'rocksdb' or 'hashmap'"),
+        (lambda j: j.with_settings(colour="red"), "unknown job settings"),
+        (lambda j: j.process(RunningSum, output_schema="a string"), "a class: add \\(\\)"),
+        (lambda j: j.key_by(), "key_by needs one or more column names"),
+        (lambda j: j.process(RunningSum(), output_schema="a"), "expected 'name type'"),
+    ],
+)
+def test_bad_settings_are_rejected(change, message):
+    with pytest.raises(JobDefinitionError, match=message):
+        change(base())
+
+
+def test_schema_from_ddl_and_dataclass():
+    s = Schema.of("a string, `b c` decimal(10,2), m map<string, double>, t timestamp")
+    assert s.names == ("a", "b c", "m", "t") and s.types[1] == "decimal(10,2)" and s.timestamp_columns == ("t",)
+
+    @dataclasses.dataclass
+    class Out:
+        merchant_id: str
+        total: float
+        at: dt.datetime | None
+
+    assert Schema.of(Out).ddl == "`merchant_id` string, `total` double, `at` timestamp"
+    rows = [Out("m", 1.0, None), {"merchant_id": "n", "total": 2.0, "at": None}]
+    assert Schema.of(Out).columns(rows) == {"merchant_id": ["m", "n"], "total": [1.0, 2.0], "at": [None, None]}
+
+
+def test_harness_of_a_job_uses_its_key_watermark_and_schema():
+    h = base().harness()
+    assert h.process_element({"merchant_id": "m1", "amount": 2.0}) == [{"merchant_id": "m1", "count": 1, "total": 2.0}]
