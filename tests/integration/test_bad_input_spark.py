@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -94,7 +95,9 @@ def test_any_streaming_dataframe_is_packed_and_processed(spark, checkpoint, tmp_
     batches = [[{"k": "a", "v": 1.0, "ts": "2025-01-01T00:00:01Z"}, {"k": "b", "v": 2.0, "ts": "2025-01-01T00:00:02Z"}],
                [{"k": "a", "v": 3.0, "ts": "2025-01-01T00:00:03Z"}]]
     for i, b in enumerate(batches):
-        (folder / f"{i}.json").write_text("\n".join(json.dumps(e) for e in b))
+        path = folder / f"{i}.json"
+        path.write_text("\n".join(json.dumps(e) for e in b))
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))  # the file source reads oldest first
     src = DataFrameSource(
         lambda s: s.readStream.schema("k string, v double, ts timestamp").option("maxFilesPerTrigger", 1).json(str(folder))
     )
@@ -104,7 +107,8 @@ def test_any_streaming_dataframe_is_packed_and_processed(spark, checkpoint, tmp_
         .key_by("k").process(Sum(), output_schema="k string, total double, ts timestamp").sink(sink)
         .with_settings(state_backend="hashmap", **FAST)
     )
-    result = job.run(checkpoint_dir=checkpoint, spark=spark, timeout=40)
+    # a file source never ends: stop once both files were read
+    result = job.run(checkpoint_dir=checkpoint, spark=spark, timeout=120, until=lambda r: r.events >= 3)
     assert sorted((r["k"], r["total"], r["ts"]) for r in sink.rows()) == [
         ("a", 1.0, 1735689601000), ("a", 4.0, 1735689603000), ("b", 2.0, 1735689602000)
     ]

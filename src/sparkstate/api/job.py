@@ -194,13 +194,21 @@ class Job:
         on_progress: Callable[[dict], None] | None = None,
         timeout: float | None = None,
         log_file: str | Path | None = None,
+        until: Callable[["RunResult"], bool] | None = None,
     ) -> "RunResult":
-        """Run on Spark until a bounded source is exhausted (or ``timeout`` seconds pass).
+        """Run on Spark until a bounded source is exhausted, ``until(result)`` holds, or
+        ``timeout`` seconds pass (an unbounded source needs one of the two).
 
         Re-running with the same ``checkpoint_dir`` resumes where the last run committed.
         """
         from sparkstate.runtime.spark_job import run_job
 
         return run_job(
-            self, checkpoint_dir=checkpoint_dir, spark=spark, on_progress=on_progress, timeout=timeout, log_file=log_file
+            self,
+            checkpoint_dir=checkpoint_dir,
+            spark=spark,
+            on_progress=on_progress,
+            timeout=timeout,
+            log_file=log_file,
+            until=until,
         )

@@ -208,8 +208,10 @@ def run_job(
     on_progress: Callable[[dict], None] | None = None,
     timeout: float | None = None,
     log_file: str | Path | None = None,
+    until: Callable[[RunResult], bool] | None = None,
 ) -> RunResult:
-    """Run ``job`` until its bounded source is done, ``timeout`` passes, or Ctrl-C."""
+    """Run ``job`` until its bounded source is done, ``until(result)`` holds, ``timeout``
+    passes, or Ctrl-C."""
     from sparkstate.runtime.spark_session import get_spark, state_store_class
     from sparkstate.runtime.spark_sources import batch_events
 
@@ -259,7 +261,7 @@ def run_job(
                     raise _clean_failure(exc, checkpoint_dir, batch) from None
                 result.completed = True
                 break
-            if _end_reached(result.progress, end, need):
+            if _end_reached(result.progress, end, need) or (until is not None and until(result)):
                 result.completed = True
                 break
             if timeout is not None and time.monotonic() - started > timeout:

@@ -115,7 +115,13 @@ def to_frame(rows: list, schema: Schema, arrow: pa.Schema, arrow_backed: bool = 
                 f"but a row has {type(bad).__name__} {bad!r} ({exc})"
             ) from None
     table = pa.Table.from_arrays(arrays, schema=arrow)
-    return table.to_pandas(types_mapper=pd.ArrowDtype) if arrow_backed else table.to_pandas()
+    # Spark's converters expect Python dicts for map columns, so nested columns stay plain.
+    mapper = _arrow_dtype if arrow_backed else None
+    return table.to_pandas(types_mapper=mapper, maps_as_pydicts="strict")
+
+
+def _arrow_dtype(t: pa.DataType) -> Any:
+    return None if pa.types.is_nested(t) else pd.ArrowDtype(t)
 
 
 def packed_rows(frames: Iterator[pd.DataFrame]) -> list[tuple[int, int, bytes | None]]:

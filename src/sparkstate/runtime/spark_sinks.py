@@ -16,7 +16,7 @@ def _rows_with_millis(df: Any) -> list[dict]:
         if pa.types.is_timestamp(f.type):
             ms = table.column(i).cast(pa.timestamp("ms", tz=f.type.tz), safe=False).cast(pa.int64())
             table = table.set_column(i, f.name, ms)
-    return table.to_pylist()
+    return table.to_pylist(maps_as_pydicts="strict")
 
 
 def attach(sink: Any, writer: Any) -> Any:

@@ -1,0 +1,346 @@
+"""Keyed-state benchmark: W1 through sparkstate and through Spark's own Python stateful APIs.
+
+    python benchmarks/keyed_state.py           # the full run (about 8 minutes on 2 cores)
+    python benchmarks/keyed_state.py --quick   # a smaller smoke run
+
+W1: 2,000,000 UPI payments over 100,000 merchants; per merchant a running count and sum,
+emitted for every event; RocksDB state store, changelog checkpointing, a real checkpoint
+directory, Spark's noop sink. Every engine reads the same generated events:
+
+* ``sparkstate``: ``sparkstate.jobs.running_sum`` (RocksDB, and the hashmap backend).
+* ``spark tws (row)``: ``groupBy(key).transformWithState`` with a per-key ValueState, as
+  Spark's documentation writes it.
+* ``spark tws (pandas)``: ``groupBy(key).transformWithStateInPandas``, likewise.
+
+The baselines run on a prefix of the input (``--baseline-events``) to keep the run short;
+events/s are comparable. Each measurement runs in its own process: a short warm-up run of
+the same query shape (not measured), then the measured run, whose peak resident memory
+(driver, JVM and Python workers together) is sampled.
+
+The state-size sweep loads 10k, 100k and 1M keys, then runs batches that each touch
+``--touch`` keys and reports the median batch time and the state-store operations per batch:
+with bucketed state (RocksDB backend) they follow the touched keys, not the state size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+OUTPUT = "merchant_id string, count bigint, total double"
+
+
+# --------------------------------------------------------------------------- child side
+
+
+def _session():
+    from sparkstate.runtime.spark_session import get_spark
+
+    return get_spark(parallelism=2, log_file=Path(tempfile.gettempdir()) / "sparkstate-bench-spark.log")
+
+
+def _generator(events: int, keys: int, max_batch: int):
+    from sparkstate import UpiPayments
+
+    return UpiPayments(events=events, merchants=keys, max_batch=max_batch, seed=11)
+
+
+def _run_sparkstate(spark, events: int, keys: int, max_batch: int, backend: str, key_groups: int, ckpt: Path) -> dict:
+    from sparkstate import NoopSink
+    from sparkstate.jobs.running_sum import build
+
+    job = build(_generator(events, keys, max_batch)).sink(NoopSink()).with_settings(
+        state_backend=backend, key_groups=key_groups, trigger_interval="0 seconds"
+    )
+    result = job.run(checkpoint_dir=ckpt, spark=spark)
+    return {
+        "events": result.events,
+        "seconds": result.seconds,
+        "batches": result.batches,
+        "steady": result.steady_events_per_second,
+        "first_batch": result.first_batch_seconds,
+    }
+
+
+class _RowRunningSum:
+    """Spark's row-based transformWithState, as its documentation writes a running aggregate."""
+
+    @staticmethod
+    def make():
+        from pyspark.sql import Row
+        from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+        class RowRunningSum(StatefulProcessor):
+            def init(self, handle):
+                self.count = handle.getValueState("count", "count long")
+                self.total = handle.getValueState("total", "total double")
+
+            def handleInputRows(self, key, rows, timerValues):
+                count = self.count.get()[0] if self.count.exists() else 0
+                total = self.total.get()[0] if self.total.exists() else 0.0
+                for row in rows:
+                    count += 1
+                    total += row.amount
+                    yield Row(merchant_id=key[0], count=count, total=total)
+                self.count.update((count,))
+                self.total.update((total,))
+
+            def close(self):
+                pass
+
+        return RowRunningSum()
+
+
+class _PandasRunningSum:
+    """Spark's transformWithStateInPandas, as its documentation writes a running aggregate."""
+
+    @staticmethod
+    def make():
+        import pandas as pd
+        from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+        class PandasRunningSum(StatefulProcessor):
+            def init(self, handle):
+                self.count = handle.getValueState("count", "count long")
+                self.total = handle.getValueState("total", "total double")
+
+            def handleInputRows(self, key, rows, timerValues):
+                count = self.count.get()[0] if self.count.exists() else 0
+                total = self.total.get()[0] if self.total.exists() else 0.0
+                for pdf in rows:
+                    counts = count + pd.Series(range(1, len(pdf) + 1), index=pdf.index)
+                    totals = total + pdf["amount"].cumsum()
+                    count, total = int(counts.iloc[-1]), float(totals.iloc[-1])
+                    yield pd.DataFrame({"merchant_id": key[0], "count": counts, "total": totals})
+                self.count.update((count,))
+                self.total.update((total,))
+
+            def close(self):
+                pass
+
+        return PandasRunningSum()
+
+
+def _run_baseline(spark, kind: str, events: int, keys: int, max_batch: int, ckpt: Path) -> dict:
+    from sparkstate.runtime.spark_sources import build_source, source_offset
+
+    df = build_source(spark, _generator(events, keys, max_batch)).select("merchant_id", "amount")
+    grouped = df.groupBy("merchant_id")
+    if kind == "row":
+        out = grouped.transformWithState(_RowRunningSum.make(), OUTPUT, "Append", "None")
+    else:
+        out = grouped.transformWithStateInPandas(_PandasRunningSum.make(), OUTPUT, "Append", "None")
+    started = time.monotonic()
+    query = out.writeStream.format("noop").option("checkpointLocation", str(ckpt)).trigger(processingTime="0 seconds").start()
+    try:
+        while True:
+            progress = [p if isinstance(p, dict) else json.loads(p.json) for p in query.recentProgress]
+            if progress and source_offset(progress[-1]["sources"][0]) == events:
+                break
+            if not query.isActive:
+                raise RuntimeError(f"baseline query stopped: {query.exception()}")
+            time.sleep(0.1)
+    finally:
+        query.stop()
+    seconds = time.monotonic() - started
+    data = [p for p in progress if p["numInputRows"]]
+    steady = None
+    if len(data) > 1:
+        ms = sum(p["durationMs"]["triggerExecution"] for p in data[1:])
+        steady = sum(p["numInputRows"] for p in data[1:]) * 1000.0 / ms
+    return {
+        "events": sum(p["numInputRows"] for p in progress),
+        "seconds": seconds,
+        "batches": len(progress),
+        "steady": steady,
+        "first_batch": data[0]["durationMs"]["triggerExecution"] / 1000 if data else 0,
+    }
+
+
+def child_throughput(args: argparse.Namespace) -> dict:
+    """One engine: a warm-up run, then the measured run with peak memory."""
+    from sparkstate.metrics.memory import PeakMemory
+
+    spark = _session()
+    work = Path(tempfile.mkdtemp(prefix="sparkstate-bench-"))
+    try:
+        def once(events: int, ckpt: Path) -> dict:
+            if args.engine == "sparkstate":
+                return _run_sparkstate(spark, events, args.keys, args.max_batch, args.backend, args.key_groups, ckpt)
+            return _run_baseline(spark, args.engine, events, args.keys, args.max_batch, ckpt)
+
+        once(min(args.warmup, args.events), work / "warmup")
+        with PeakMemory() as mem:
+            result = once(args.events, work / "measured")
+        result["peak_bytes"] = mem.peak_bytes
+        return result
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _write_sweep_input(folder: Path, state_keys: int, touch: int, batches: int) -> None:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True)
+    ids = np.char.add("k", np.arange(state_keys).astype(str))
+    rng = np.random.default_rng(5)
+    files = [ids] + [rng.choice(ids, touch, replace=False) for _ in range(batches)]
+    stamp = time.time() - 1000
+    for i, keys in enumerate(files):
+        path = folder / f"batch-{i:03d}.parquet"
+        pq.write_table(pa.table({"merchant_id": pa.array(keys), "amount": pa.array(np.ones(len(keys)))}), path)
+        os.utime(path, (stamp + i, stamp + i))  # the file source reads in modification order
+
+
+def child_sweep(args: argparse.Namespace) -> dict:
+    """Load ``state_keys`` keys, then time batches touching ``touch`` keys each."""
+    from sparkstate import DataFrameSource, Job, NoopSink
+    from sparkstate.jobs.running_sum import RunningSum
+
+    spark = _session()
+    work = Path(tempfile.mkdtemp(prefix="sparkstate-sweep-"))
+    try:
+        _write_sweep_input(work / "in", args.state_keys, args.touch, args.sweep_batches)
+        source = DataFrameSource(
+            lambda s: s.readStream.schema("merchant_id string, amount double").option("maxFilesPerTrigger", 1).parquet(str(work / "in"))
+        )
+        job = (
+            Job("sweep").source(source).key_by("merchant_id").process(RunningSum(), output_schema=OUTPUT)
+            .sink(NoopSink()).with_settings(state_backend=args.backend, key_groups=args.key_groups, trigger_interval="0 seconds")
+        )
+        expected = 1 + args.sweep_batches
+        # a file source is unbounded: run until every file has been read
+        result = job.run(
+            checkpoint_dir=work / "ckpt",
+            spark=spark,
+            until=lambda r: sum(1 for p in r.progress if p.get("events")) >= expected,
+            timeout=600,
+        )
+        seen = [p for p in result.progress if p.get("events")]
+        touched = seen[1:]
+        ops = [(p.get("stateOperators") or [{}])[0] for p in touched]
+        custom = [o.get("customMetrics") or {} for o in ops]
+        return {
+            "state_keys": args.state_keys,
+            "load_ms": seen[0]["durationMs"]["triggerExecution"] if seen else None,
+            "batch_ms": statistics.median(p["durationMs"]["triggerExecution"] for p in touched) if touched else None,
+            "gets": statistics.median(c.get("rocksdbGetCount", 0) for c in custom) if custom else None,
+            "puts": statistics.median(c.get("rocksdbPutCount", 0) for c in custom) if custom else None,
+            "written": statistics.median(c.get("rocksdbTotalBytesWritten", 0) for c in custom) if custom else None,
+            "state_rows": ops[-1].get("numRowsTotal") if ops else None,
+            "state_updated": statistics.median(o.get("numRowsUpdated", 0) for o in ops) if ops else None,
+        }
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- parent side
+
+
+def _child(args: list[str]) -> dict:
+    cmd = [sys.executable, str(HERE), "--child", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"benchmark step failed: {' '.join(args)}\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _mb(n: float | None) -> str:
+    return "-" if not n else f"{n / 2**20:,.0f} MB"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=2_000_000)
+    parser.add_argument("--keys", type=int, default=100_000)
+    parser.add_argument("--baseline-events", type=int, default=200_000)
+    parser.add_argument("--max-batch", type=int, default=1_000_000)
+    parser.add_argument("--key-groups", type=int, default=128)
+    parser.add_argument("--warmup", type=int, default=100_000, help="events of the unmeasured warm-up run")
+    parser.add_argument("--sweep-sizes", default="10000,100000,1000000")
+    parser.add_argument("--touch", type=int, default=1000)
+    parser.add_argument("--sweep-batches", type=int, default=5)
+    parser.add_argument("--skip-baselines", action="store_true")
+    parser.add_argument("--skip-sweep", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="200k events, 20k baseline events, sweep up to 100k keys")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--engine", default="sparkstate", help=argparse.SUPPRESS)
+    parser.add_argument("--backend", default="rocksdb", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", default="throughput", help=argparse.SUPPRESS)
+    parser.add_argument("--state-keys", type=int, default=10_000, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.child:
+        result = child_sweep(args) if args.mode == "sweep" else child_throughput(args)
+        print(json.dumps(result))
+        return
+
+    if args.quick:
+        args.events, args.baseline_events, args.sweep_sizes, args.warmup = 200_000, 20_000, "10000,100000", 20_000
+
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    common = ["--keys", str(args.keys), "--max-batch", str(args.max_batch), "--key-groups", str(args.key_groups), "--warmup", str(args.warmup)]
+    runs = [("sparkstate (RocksDB)", ["--engine", "sparkstate", "--backend", "rocksdb", "--events", str(args.events)]),
+            ("sparkstate (hashmap)", ["--engine", "sparkstate", "--backend", "hashmap", "--events", str(args.events)])]
+    if not args.skip_baselines:
+        runs += [
+            ("spark transformWithState (row)", ["--engine", "row", "--events", str(args.baseline_events)]),
+            ("spark transformWithStateInPandas", ["--engine", "pandas", "--events", str(args.baseline_events)]),
+        ]
+    console.print(f"W1: running count and sum per key, {args.keys:,} keys, every event emitted; 2 local cores; noop sink")
+    table = Table(title="W1 throughput (each row: own process, after an unmeasured warm-up run)", title_justify="left")
+    for col in ("engine", "events", "wall s", "events/s", "events/s after 1st batch", "peak memory"):
+        table.add_column(col, justify="left" if col == "engine" else "right")
+    results = {}
+    for name, extra in runs:
+        console.print(f"  running {name} ...")
+        r = _child([*common, *extra])
+        results[name] = r
+        table.add_row(
+            name, f"{r['events']:,}", f"{r['seconds']:.1f}", f"{r['events'] / r['seconds']:,.0f}",
+            f"{r['steady']:,.0f}" if r.get("steady") else "-", _mb(r["peak_bytes"]),
+        )
+    console.print(table)
+    ours = results["sparkstate (RocksDB)"]
+    base = [r for n, r in results.items() if not n.startswith("sparkstate")]
+    if base:
+        best = max(r["events"] / r["seconds"] for r in base)
+        console.print(f"sparkstate (RocksDB) vs the fastest baseline: {ours['events'] / ours['seconds'] / best:,.1f}x")
+
+    if args.skip_sweep:
+        return
+    sweep = Table(
+        title=f"State-size sweep: batches touching {args.touch:,} keys (median of {args.sweep_batches})", title_justify="left"
+    )
+    for col in ("backend", "keys in state", "load batch ms", "batch ms", "state rows", "rows updated/batch", "RocksDB gets/batch", "puts/batch", "bytes written/batch"):
+        sweep.add_column(col, justify="left" if col == "backend" else "right")
+    for backend in ("rocksdb", "hashmap"):
+        for size in [int(s) for s in args.sweep_sizes.split(",")]:
+            console.print(f"  sweep {backend} {size:,} keys ...")
+            r = _child(["--mode", "sweep", "--backend", backend, "--state-keys", str(size), "--touch", str(args.touch),
+                        "--sweep-batches", str(args.sweep_batches), "--key-groups", str(args.key_groups)])
+            sweep.add_row(
+                backend, f"{size:,}", f"{r['load_ms']:,}", f"{r['batch_ms']:,.0f}", f"{r['state_rows'] or 0:,}",
+                f"{r['state_updated'] or 0:,.0f}",
+                f"{r['gets']:,.0f}" if backend == "rocksdb" else "-", f"{r['puts']:,.0f}" if backend == "rocksdb" else "-",
+                _mb(r["written"]) if backend == "rocksdb" else "-",
+            )
+    console.print(sweep)
+
+
+if __name__ == "__main__":
+    main()
