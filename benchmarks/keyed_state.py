@@ -1,6 +1,6 @@
 """Keyed-state benchmark: W1 through sparkstate and through Spark's own Python stateful APIs.
 
-    python benchmarks/keyed_state.py           # the full run (about 8 minutes on 2 cores)
+    python benchmarks/keyed_state.py           # the full run (about 9 minutes on 2 cores)
     python benchmarks/keyed_state.py --quick   # a smaller smoke run
 
 W1: 2,000,000 UPI payments over 100,000 merchants; per merchant a running count and sum,
@@ -178,7 +178,10 @@ def child_throughput(args: argparse.Namespace) -> dict:
                 return _run_sparkstate(spark, events, args.keys, args.max_batch, args.backend, args.key_groups, ckpt)
             return _run_baseline(spark, args.engine, events, args.keys, args.max_batch, ckpt)
 
-        once(min(args.warmup, args.events), work / "warmup")
+        # the warm-up only has to start the JVM's and Python's code paths: a slow baseline
+        # warms up on a tenth of its events, sparkstate on --warmup events
+        warm = args.warmup if args.engine == "sparkstate" else args.events // 10
+        once(min(warm, args.events), work / "warmup")
         with PeakMemory() as mem:
             result = once(args.events, work / "measured")
         result["peak_bytes"] = mem.peak_bytes
@@ -203,44 +206,61 @@ def _write_sweep_input(folder: Path, state_keys: int, touch: int, batches: int) 
         os.utime(path, (stamp + i, stamp + i))  # the file source reads in modification order
 
 
-def child_sweep(args: argparse.Namespace) -> dict:
-    """Load ``state_keys`` keys, then time batches touching ``touch`` keys each."""
+def _sweep_one(spark, backend: str, key_groups: int, state_keys: int, touch: int, batches: int, work: Path) -> dict:
+    """Load ``state_keys`` keys, then time ``batches`` batches touching ``touch`` keys each."""
     from sparkstate import DataFrameSource, Job, NoopSink
     from sparkstate.jobs.running_sum import RunningSum
+    from sparkstate.runtime.spark_job import state_bytes
 
+    folder = work / f"in-{state_keys}"
+    _write_sweep_input(folder, state_keys, touch, batches)
+    source = DataFrameSource(
+        lambda s: s.readStream.schema("merchant_id string, amount double").option("maxFilesPerTrigger", 1).parquet(str(folder))
+    )
+    job = (
+        Job("sweep").source(source).key_by("merchant_id").process(RunningSum(), output_schema=OUTPUT)
+        .sink(NoopSink()).with_settings(state_backend=backend, key_groups=key_groups, trigger_interval="0 seconds")
+    )
+    expected = 1 + batches
+    # a file source is unbounded: run until every file has been read
+    result = job.run(
+        checkpoint_dir=work / f"ckpt-{state_keys}",
+        spark=spark,
+        until=lambda r: sum(1 for p in r.progress if p.get("events")) >= expected,
+        timeout=600,
+    )
+    seen = [p for p in result.progress if p.get("events")]
+    touched = seen[1:]
+    ops = [(p.get("stateOperators") or [{}])[0] for p in touched]
+    custom = [o.get("customMetrics") or {} for o in ops]
+
+    def median(values):
+        values = list(values)
+        return statistics.median(values) if values else None
+
+    return {
+        "state_keys": state_keys,
+        "load_ms": seen[0]["durationMs"]["triggerExecution"] if seen else None,
+        "batch_ms": median(p["durationMs"]["triggerExecution"] for p in touched),
+        "gets": median(c.get("rocksdbGetCount", 0) for c in custom),
+        "puts": median(c.get("rocksdbPutCount", 0) for c in custom),
+        "written": median(c.get("rocksdbTotalBytesWritten", 0) for c in custom),
+        "state_rows": ops[-1].get("numRowsTotal") if ops else None,
+        "state_bytes": state_bytes(ops[-1]) if ops else None,
+        "state_updated": median(o.get("numRowsUpdated", 0) for o in ops),
+    }
+
+
+def child_sweep(args: argparse.Namespace) -> list[dict]:
+    """Every state size of the sweep for one backend, in one process (after a small warm-up)."""
     spark = _session()
     work = Path(tempfile.mkdtemp(prefix="sparkstate-sweep-"))
     try:
-        _write_sweep_input(work / "in", args.state_keys, args.touch, args.sweep_batches)
-        source = DataFrameSource(
-            lambda s: s.readStream.schema("merchant_id string, amount double").option("maxFilesPerTrigger", 1).parquet(str(work / "in"))
-        )
-        job = (
-            Job("sweep").source(source).key_by("merchant_id").process(RunningSum(), output_schema=OUTPUT)
-            .sink(NoopSink()).with_settings(state_backend=args.backend, key_groups=args.key_groups, trigger_interval="0 seconds")
-        )
-        expected = 1 + args.sweep_batches
-        # a file source is unbounded: run until every file has been read
-        result = job.run(
-            checkpoint_dir=work / "ckpt",
-            spark=spark,
-            until=lambda r: sum(1 for p in r.progress if p.get("events")) >= expected,
-            timeout=600,
-        )
-        seen = [p for p in result.progress if p.get("events")]
-        touched = seen[1:]
-        ops = [(p.get("stateOperators") or [{}])[0] for p in touched]
-        custom = [o.get("customMetrics") or {} for o in ops]
-        return {
-            "state_keys": args.state_keys,
-            "load_ms": seen[0]["durationMs"]["triggerExecution"] if seen else None,
-            "batch_ms": statistics.median(p["durationMs"]["triggerExecution"] for p in touched) if touched else None,
-            "gets": statistics.median(c.get("rocksdbGetCount", 0) for c in custom) if custom else None,
-            "puts": statistics.median(c.get("rocksdbPutCount", 0) for c in custom) if custom else None,
-            "written": statistics.median(c.get("rocksdbTotalBytesWritten", 0) for c in custom) if custom else None,
-            "state_rows": ops[-1].get("numRowsTotal") if ops else None,
-            "state_updated": statistics.median(o.get("numRowsUpdated", 0) for o in ops) if ops else None,
-        }
+        _sweep_one(spark, args.backend, args.key_groups, 1000, args.touch, 1, work / "warmup")
+        return [
+            _sweep_one(spark, args.backend, args.key_groups, int(size), args.touch, args.sweep_batches, work)
+            for size in args.sweep_sizes.split(",")
+        ]
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -257,14 +277,14 @@ def _child(args: list[str]) -> dict:
 
 
 def _mb(n: float | None) -> str:
-    return "-" if not n else f"{n / 2**20:,.0f} MB"
+    return "-" if n is None else f"{n / 2**20:,.1f} MB"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=2_000_000)
     parser.add_argument("--keys", type=int, default=100_000)
-    parser.add_argument("--baseline-events", type=int, default=200_000)
+    parser.add_argument("--baseline-events", type=int, default=150_000)
     parser.add_argument("--max-batch", type=int, default=1_000_000)
     parser.add_argument("--key-groups", type=int, default=128)
     parser.add_argument("--warmup", type=int, default=100_000, help="events of the unmeasured warm-up run")
@@ -278,7 +298,6 @@ def main() -> None:
     parser.add_argument("--engine", default="sparkstate", help=argparse.SUPPRESS)
     parser.add_argument("--backend", default="rocksdb", help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="throughput", help=argparse.SUPPRESS)
-    parser.add_argument("--state-keys", type=int, default=10_000, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.child:
@@ -292,7 +311,7 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(highlight=False)
+    console = Console(highlight=False, width=max(140, Console().width))
     common = ["--keys", str(args.keys), "--max-batch", str(args.max_batch), "--key-groups", str(args.key_groups), "--warmup", str(args.warmup)]
     runs = [("sparkstate (RocksDB)", ["--engine", "sparkstate", "--backend", "rocksdb", "--events", str(args.events)]),
             ("sparkstate (hashmap)", ["--engine", "sparkstate", "--backend", "hashmap", "--events", str(args.events)])]
@@ -326,18 +345,19 @@ def main() -> None:
     sweep = Table(
         title=f"State-size sweep: batches touching {args.touch:,} keys (median of {args.sweep_batches})", title_justify="left"
     )
-    for col in ("backend", "keys in state", "load batch ms", "batch ms", "state rows", "rows updated/batch", "RocksDB gets/batch", "puts/batch", "bytes written/batch"):
+    for col in ("backend", "keys in state", "load batch ms", "batch ms", "state rows", "state size", "rows updated/batch", "RocksDB gets/batch", "puts/batch", "bytes written/batch"):
         sweep.add_column(col, justify="left" if col == "backend" else "right")
     for backend in ("rocksdb", "hashmap"):
-        for size in [int(s) for s in args.sweep_sizes.split(",")]:
-            console.print(f"  sweep {backend} {size:,} keys ...")
-            r = _child(["--mode", "sweep", "--backend", backend, "--state-keys", str(size), "--touch", str(args.touch),
-                        "--sweep-batches", str(args.sweep_batches), "--key-groups", str(args.key_groups)])
+        console.print(f"  sweep {backend}: {args.sweep_sizes} keys ...")
+        rows = _child(["--mode", "sweep", "--backend", backend, "--sweep-sizes", args.sweep_sizes, "--touch", str(args.touch),
+                       "--sweep-batches", str(args.sweep_batches), "--key-groups", str(args.key_groups)])
+        for r in rows:
+            rocks = backend == "rocksdb"
             sweep.add_row(
-                backend, f"{size:,}", f"{r['load_ms']:,}", f"{r['batch_ms']:,.0f}", f"{r['state_rows'] or 0:,}",
-                f"{r['state_updated'] or 0:,.0f}",
-                f"{r['gets']:,.0f}" if backend == "rocksdb" else "-", f"{r['puts']:,.0f}" if backend == "rocksdb" else "-",
-                _mb(r["written"]) if backend == "rocksdb" else "-",
+                backend, f"{r['state_keys']:,}", f"{r['load_ms']:,}", f"{r['batch_ms']:,.0f}", f"{r['state_rows'] or 0:,}",
+                _mb(r["state_bytes"]), f"{r['state_updated'] or 0:,.0f}",
+                f"{r['gets']:,.0f}" if rocks else "-", f"{r['puts']:,.0f}" if rocks else "-",
+                _mb(r["written"]) if rocks else "-",
             )
     console.print(sweep)
 

@@ -143,7 +143,7 @@ class GroupState(Protocol):
 
     def write(self, buckets: list[tuple[int, bytes]], meta: bytes | None) -> None: ...
 
-    def schedule(self, meta: GroupMeta, now: int, expired: int | None) -> bool: ...
+    def schedule(self, meta: GroupMeta, now: int, expired: int | None) -> None: ...
 
 
 class KeyGroupRunner:
@@ -167,9 +167,9 @@ class KeyGroupRunner:
             op.begin_batch(watermark, now, store.record_for)
             rows = op.run_batch(events, store.due_candidates(watermark, now))
             writes = store.flush(op.take_touched())
-            wake_changed = state.schedule(meta, now, expired)
-            changed = bool(writes) or wake_changed or stored is None
-            state.write(writes, meta.dumps() if changed else None)
+            state.schedule(meta, now, expired)
+            dumped = meta.dumps()
+            state.write(writes, dumped if dumped != stored else None)  # meta rarely changes
             if not rows:
                 return None
             return to_frame(rows, self.spec.output, self.spec.output_arrow, self.arrow_backed)
@@ -209,12 +209,12 @@ class _TwsState:
         if meta is not None:
             self.p._meta.update((meta,))
 
-    def schedule(self, meta: GroupMeta, now: int, expired: int | None) -> bool:
+    def schedule(self, meta: GroupMeta, now: int, expired: int | None) -> None:
         """Keep exactly one Spark timer per key group, at the group's next wake-up time."""
         desired = meta.next_wake(now)
         old = meta.wake
         if desired == old and old != expired:
-            return False
+            return
         handle = self.p._handle
         if old is not None and old != expired:
             # also when old <= now: deleting it spares a second call for this group this batch
@@ -222,7 +222,6 @@ class _TwsState:
         if desired is not None:
             handle.registerTimer(desired)
         meta.wake = desired
-        return True
 
 
 class KeyGroupProcessor(StatefulProcessor):
@@ -290,12 +289,11 @@ class _RowState:
             self.meta = meta
         self.state.update((pickle.dumps((self.meta, self.buckets), protocol=PICKLE_PROTOCOL),))
 
-    def schedule(self, meta: GroupMeta, now: int, expired: int | None) -> bool:
+    def schedule(self, meta: GroupMeta, now: int, expired: int | None) -> None:
         # Spark resets a group's timeout on every call, so it is set again each time.
         desired = meta.next_wake(now)
         if desired is not None:
             self.state.setTimeoutDuration(max(1, desired - now))
-        return False
 
 
 class KeyGroupFunction:

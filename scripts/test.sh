@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Installs sparkstate (scripts/setup.sh), then runs the whole test suite: unit tests on the
+# in-process harness, then integration tests on a local Spark (RocksDB, real checkpoints).
+# Extra arguments go to pytest, e.g. `scripts/test.sh -m "not spark"` for the fast part only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+exec .venv/bin/python -m pytest tests -q "$@"
