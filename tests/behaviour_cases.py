@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from sparkstate import (
+    MAX_WATERMARK,
     AggregateFunction,
     AggregatingStateDescriptor,
     Job,
@@ -173,6 +174,18 @@ class BothDomains(KeyedProcessFunction):
             self.count.clear()
 
 
+class EndOfInput(KeyedProcessFunction):
+    """Event-time timers without a watermark strategy: they fire only when the input ends."""
+
+    def process_element(self, e, ctx):
+        ctx.timer_service().register_event_time_timer(e["v"])
+        return [{"k": ctx.get_current_key(), "what": f"element {e['v']}"}]
+
+    def on_timer(self, timestamp, ctx):
+        final = ctx.timer_service().current_watermark() == MAX_WATERMARK
+        yield {"k": ctx.get_current_key(), "what": f"timer {timestamp} final={final}"}
+
+
 class TupleKey(KeyedProcessFunction):
     def open(self, ctx):
         self.n = ctx.get_state(ValueStateDescriptor("n", int, default=0))
@@ -297,6 +310,20 @@ CASES = [
         watermark_ms=0,
     ),
     Case(
+        "end-of-input",
+        EndOfInput(),
+        "k string, what string",
+        [[ev("a", 5), ev("b", 7)], [ev("a", 1)]],
+        expected=[
+            {"k": "a", "what": "element 5"},
+            {"k": "b", "what": "element 7"},
+            {"k": "a", "what": "element 1"},
+            {"k": "a", "what": "timer 1 final=True"},
+            {"k": "a", "what": "timer 5 final=True"},
+            {"k": "b", "what": "timer 7 final=True"},
+        ],
+    ),
+    Case(
         "tuple-key",
         TupleKey(),
         "a string, b bigint, n bigint",
@@ -320,7 +347,8 @@ def run_on_harness(case: Case, batches: list[list[dict]] | None = None, finish: 
     """The case on the harness, batch for batch as Spark runs it.
 
     Processing time moves 1 s per batch (Spark's batch timestamps also only move forward);
-    ``finish`` mirrors a bounded source's end: a final maximal watermark, then one more batch.
+    ``finish`` mirrors a bounded source's end on Spark: the micro-batch of the end-of-input
+    marker (no events), then the final one, under the maximal watermark.
     """
     h = case.job().harness()
     out: list[dict] = []
@@ -329,10 +357,8 @@ def run_on_harness(case: Case, batches: list[list[dict]] | None = None, finish: 
         now += 1000
         out += h.process_batch(batch, processing_time=now)
     if finish:
-        now += 1000
-        out += h.process_batch([], processing_time=now)  # Spark's no-data batch after the last data
-        out += h.finish()
-        out += h.process_batch([], processing_time=now + 1000)
+        out += h.process_batch([], processing_time=now + 1000)  # the end-of-input marker's batch
+        out += h.process_batch([], processing_time=now + 2000, watermark=MAX_WATERMARK)
     return out
 
 

@@ -111,7 +111,7 @@ def run(
         if isinstance(sink, ParquetSink) and seed_job.summary_key:
             _print_results(sink.path, seed_job.summary_key, seed_job.summary_order)
     except SparkStateError as exc:
-        errors.print(f"[red]error:[/] {exc}")
+        errors.print(f"[red]error:[/] {exc}", soft_wrap=True)
         sys.exit(1)
 
 

@@ -48,7 +48,7 @@ class WrongOutput(KeyedProcessFunction):
 
 
 def test_output_that_does_not_fit_the_schema_names_the_column(spark, checkpoint):
-    with pytest.raises(JobFailedError, match="OutputSchemaError: output column 'total' is double but a row has str 'not a number'"):
+    with pytest.raises(JobFailedError, match="OutputSchemaError: output column 'total' is double but row 0 has str 'not a number'"):
         job_of(WrongOutput(), [[{"k": "a", "v": "1"}]]).run(checkpoint_dir=checkpoint, spark=spark)
 
 

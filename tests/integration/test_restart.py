@@ -90,3 +90,22 @@ def test_parquet_output_is_exactly_once_across_a_failure(spark, checkpoint, tmp_
     poison_job(ParquetSink(str(out)), allow=True).run(checkpoint_dir=checkpoint, spark=spark)
     rows = [r.asDict() for r in spark.read.parquet(str(out)).collect()]
     assert canonical(rows) == canonical(expected_rows())
+
+
+def test_restart_between_the_end_marker_and_the_final_batch(spark, checkpoint):
+    from sparkstate.runtime.spark_sources import source_offset
+
+    case = CASES_BY_NAME["event-timers"]
+    sink = MemorySink()
+    job = case.job(sink).with_settings(**FAST)
+    marker_read = len(case.batches) + 1  # offsets: the data batches, then the marker
+
+    def after_marker(result):
+        last = result.progress[-1] if result.progress else None
+        return last is not None and source_offset(last["sources"][0]) == marker_read
+
+    job.run(checkpoint_dir=checkpoint, spark=spark, until=after_marker)
+    assert {r["timer"] for r in sink.rows()} == {-5, 1011, 1013, 1015}  # the final timers wait
+    result = job.run(checkpoint_dir=checkpoint, spark=spark)
+    assert result.completed and result.batches == 1
+    assert canonical(sink.rows()) == canonical(run_on_harness(case))

@@ -12,12 +12,17 @@ from sparkstate.runtime.checkpoint import METADATA_FILE, check_or_write, last_co
 
 def meta(**changes):
     m = {
-        "format": 1, "job": "j", "function": "mod.F", "key_columns": ["k"], "key_groups": 128,
+        "format": 1, "job": "j", "function": "F", "source": {"type": "ListSource"}, "key_columns": ["k"], "key_groups": 128,
         "bucket_size": 128, "time_mode": "None", "state_backend": "rocksdb", "state": {"total": "ValueState[float]"},
         "settings": {"parallelism": 2},
     }
     m.update(changes)
     return m
+
+
+def committed(path):
+    (path / "commits").mkdir(parents=True, exist_ok=True)
+    (path / "commits" / "0").write_text("v1\n{}\n")
 
 
 def test_first_run_writes_then_same_job_passes(tmp_path):
@@ -31,6 +36,7 @@ def test_first_run_writes_then_same_job_passes(tmp_path):
     [
         ({"job": "other"}, "belongs to job 'j', not 'other'"),
         ({"key_columns": ["x"]}, "the key columns changed from \\['k'\\] to \\['x'\\]"),
+        ({"source": {"type": "UpiPayments", "seed": 1}}, "the source changed"),
         ({"key_groups": 64}, "the number of key groups changed from 128 to 64"),
         ({"state_backend": "hashmap"}, "the state backend changed from 'rocksdb' to 'hashmap'"),
         ({"state": {"total": "ListState[float]"}}, "state 'total' changed from ValueState\\[float\\] to ListState\\[float\\]"),
@@ -38,15 +44,32 @@ def test_first_run_writes_then_same_job_passes(tmp_path):
 )
 def test_incompatible_restart_is_refused(tmp_path, change, message):
     check_or_write(tmp_path, meta())
+    committed(tmp_path)
     with pytest.raises(CheckpointMismatchError, match=message):
         check_or_write(tmp_path, meta(**change))
 
 
 def test_new_state_is_allowed_and_changed_settings_warn(tmp_path):
     check_or_write(tmp_path, meta())
+    committed(tmp_path)
     warnings = check_or_write(tmp_path, meta(state={"total": "ValueState[float]", "n": "ValueState[int]"},
                                              settings={"parallelism": 4}))
     assert len(warnings) == 1 and "parallelism" in warnings[0] and "Spark keeps that value" in warnings[0]
+
+
+def test_removed_state_warns(tmp_path):
+    check_or_write(tmp_path, meta())
+    committed(tmp_path)
+    warnings = check_or_write(tmp_path, meta(state={}))
+    assert warnings == ["state 'total' (ValueState[float]) is no longer declared: its values are dropped as their keys are next touched"]
+
+
+def test_a_checkpoint_without_committed_batches_takes_the_new_configuration(tmp_path):
+    check_or_write(tmp_path, meta())
+    assert check_or_write(tmp_path, meta(key_columns=["x"])) == []  # the first run failed early
+    committed(tmp_path)
+    with pytest.raises(CheckpointMismatchError):
+        check_or_write(tmp_path, meta())
 
 
 def test_foreign_spark_checkpoint_is_refused(tmp_path):

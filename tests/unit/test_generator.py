@@ -28,7 +28,7 @@ def test_values_are_plausible_and_out_of_order_is_bounded():
 
 def test_offsets_and_event_counts():
     gen = UpiPayments(events=10)
-    assert gen.end_offset == 11  # the end-of-input marker takes one offset
+    assert gen.end_offset == 12  # the end-of-input marker and the final empty batch take one offset each
     assert gen.events_between(8, 11) == 2
     assert gen.ends_in(10, 11) and not gen.ends_in(0, 10)
     assert UpiPayments(events=None).end_offset is None

@@ -124,3 +124,80 @@ def test_descriptors_are_reported():
 
     h = KeyedHarness(Two(), "k")
     assert [d.describe() for d in h.descriptors] == ["ValueState[int]", "ListState[str]"]
+
+
+def test_timestamp_is_none_without_a_timestamp_column_even_after_a_timer():
+    class Stamps(KeyedProcessFunction):
+        def process_element(self, e, ctx):
+            ctx.timer_service().register_processing_time_timer(10)
+            yield ("element", ctx.timestamp())
+
+        def on_timer(self, ts, ctx):
+            yield ("timer", ctx.timestamp())
+
+    h = KeyedHarness(Stamps(), "k")
+    h.process_element({"k": "a"})
+    # a: its timer fires first; b: the element, then its own timer (already due) before the batch ends
+    assert h.process_batch([{"k": "b"}], processing_time=10) == [("timer", 10), ("element", None), ("timer", 10)]
+
+
+@pytest.mark.parametrize("returned", [{"k": "a"}, ("a", 1), "row"])
+def test_returning_a_single_row_instead_of_yielding_is_an_error(returned):
+    class Returns(KeyedProcessFunction):
+        def process_element(self, e, ctx):
+            return returned
+
+    with pytest.raises(ProcessFunctionError, match="returned a .*; yield each output row, or return a list of rows"):
+        KeyedHarness(Returns(), "k").process_element({"k": "a"})
+
+
+def test_output_is_checked_against_the_schema_as_on_spark():
+    class Mixed(KeyedProcessFunction):
+        def process_element(self, e, ctx):
+            yield {"k": ctx.get_current_key(), "at": e["at"]}
+
+    h = KeyedHarness(Mixed(), "k", output_schema="k string, at timestamp")
+    assert h.process_element({"k": "a", "at": 1000}) == [{"k": "a", "at": 1000}]
+    assert h.process_element({"k": "a", "at": dt.datetime(1970, 1, 1, 0, 0, 2)}) == [{"k": "a", "at": 2000}]
+    with pytest.raises(OutputSchemaError, match="output column 'at' is timestamp but row 1 has"):
+        h.process_batch([{"k": "a", "at": 1000}, {"k": "b", "at": "soon"}])
+
+
+def test_a_job_gives_independent_harnesses():
+    from sparkstate import Job, ListSource, MemorySink
+
+    class Count(KeyedProcessFunction):
+        def open(self, ctx):
+            self.n = ctx.get_state(ValueStateDescriptor("n", int, default=0))
+
+        def process_element(self, e, ctx):
+            self.n.update(self.n.value() + 1)
+            yield (ctx.get_current_key(), self.n.value())
+
+    job = Job("j").source(ListSource([], "k string")).key_by("k").process(Count(), output_schema="k string, n bigint")
+    job = job.sink(MemorySink())
+    h1, h2 = job.harness(), job.harness()
+    assert h1.process_element({"k": "a"}) == [{"k": "a", "n": 1}]
+    assert h2.process_element({"k": "a"}) == [{"k": "a", "n": 1}]
+    assert h1.process_element({"k": "a"}) == [{"k": "a", "n": 2}]
+
+
+def test_state_no_longer_declared_is_dropped_when_its_key_is_touched():
+    class V2(KeyedProcessFunction):
+        def open(self, ctx):
+            self.n = ctx.get_state(ValueStateDescriptor("n", int, default=0))
+
+        def process_element(self, e, ctx):
+            self.n.update(self.n.value() + 1)
+
+    h = KeyedHarness(V2(), "k")
+    h.records["a"] = {"n": 1, "old_state": [1, 2, 3]}  # as restored from an older version's checkpoint
+    h.process_element({"k": "a"})
+    assert h.state("a") == {"n": 2}
+
+
+def test_watermark_strategy_without_timestamp_column_is_refused():
+    from sparkstate import JobDefinitionError
+
+    with pytest.raises(JobDefinitionError, match="needs a timestamp column"):
+        KeyedHarness(Keep(), "k", watermark_strategy=WatermarkStrategy.for_monotonous_timestamps())

@@ -173,3 +173,14 @@ def test_timer_storm_is_stopped():
     h.advance_watermark(10**9)
     with pytest.raises(TimerError, match="kept registering timers that were already due"):
         h.process_element({"k": "a"})
+
+
+def test_event_time_timers_are_refused_where_no_watermark_can_come():
+    from sparkstate.runtime.operator import KeyedOperator
+
+    op = KeyedOperator(Scheduler(), ["k"], event_time=False)
+    op.open()
+    op.begin_batch(None, 0, lambda key: {})
+    with pytest.raises(TimerError, match="has no event time: its source is unbounded and has no watermark strategy"):
+        op.process([{"k": "a", "event": [5]}])
+    assert op.process([{"k": "a", "proc": [5]}]) == []  # processing time needs no watermark

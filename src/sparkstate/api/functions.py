@@ -26,12 +26,19 @@ from sparkstate.api.state import (
     ValueStateDescriptor,
     handle_for,
 )
+from sparkstate.api.time import MAX_WATERMARK, MIN_WATERMARK
 from sparkstate.errors import StateAccessError, StateDescriptorError, TimerError
 
-#: Flink's ``Long.MIN_VALUE`` watermark: no event time has been seen yet.
-MIN_WATERMARK = -(2**63)
-#: The watermark a bounded input ends with (Flink's final ``Long.MAX_VALUE`` watermark).
-MAX_WATERMARK = 2**63 - 1
+__all__ = [
+    "MAX_WATERMARK",
+    "MIN_WATERMARK",
+    "Context",
+    "KeyedProcessFunction",
+    "OnTimerContext",
+    "RuntimeContext",
+    "TimeDomain",
+    "TimerService",
+]
 
 
 class TimeDomain(IntEnum):
@@ -97,6 +104,12 @@ class TimerService:
             raise TimerError(
                 f"{self._owner} registered a timer but does not define on_timer(timestamp, ctx); "
                 "add on_timer so the timer has something to call"
+            )
+        if domain == TimeDomain.EVENT_TIME and not scope.event_time:
+            raise TimerError(
+                f"{self._owner} registered an event-time timer, but this job has no event time: its source "
+                "is unbounded and has no watermark strategy, so the timer could never fire "
+                "(give .source(...) a WatermarkStrategy)"
             )
         if type(timestamp) is not int:
             if isinstance(timestamp, bool) or not isinstance(timestamp, int):

@@ -7,6 +7,7 @@ as it will run.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -179,7 +180,7 @@ class Job:
         if self.function is None or not self.key_columns:
             raise JobDefinitionError(f"job {self.name!r} needs .key_by(...) and .process(...) for a harness")
         return KeyedHarness(
-            self.function,
+            copy.deepcopy(self.function),  # the job's own function stays unopened for Spark
             list(self.key_columns),
             watermark_strategy=self.watermark,
             output_schema=self.output,

@@ -13,6 +13,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+
 from sparkstate.errors import JobDefinitionError, OutputSchemaError
 
 _PY_TO_DDL = {
@@ -42,6 +44,55 @@ def _split_top_level(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
+_SIMPLE_ARROW = {
+    "string": pa.string(),
+    "varchar": pa.string(),
+    "char": pa.string(),
+    "tinyint": pa.int8(),
+    "byte": pa.int8(),
+    "smallint": pa.int16(),
+    "short": pa.int16(),
+    "int": pa.int32(),
+    "integer": pa.int32(),
+    "bigint": pa.int64(),
+    "long": pa.int64(),
+    "float": pa.float32(),
+    "real": pa.float32(),
+    "double": pa.float64(),
+    "boolean": pa.bool_(),
+    "binary": pa.binary(),
+    "date": pa.date32(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ltz": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"),
+}
+
+
+def arrow_type(ddl_type: str) -> pa.DataType:
+    """The Arrow type Spark uses for a DDL type (``bigint``, ``map<string,double>``, ``decimal(10,2)``...)."""
+    t = ddl_type.strip()
+    low = t.lower()
+    if low.split("(")[0] in ("varchar", "char"):
+        return pa.string()
+    if low in _SIMPLE_ARROW:
+        return _SIMPLE_ARROW[low]
+    if low.startswith("decimal"):
+        p, _, sc = low[low.index("(") + 1 : low.rindex(")")].partition(",") if "(" in low else ("10", "", "0")
+        return pa.decimal128(int(p), int(sc or 0))
+    if low.startswith("array<") and low.endswith(">"):
+        return pa.list_(arrow_type(t[6:-1]))
+    if low.startswith("map<") and low.endswith(">"):
+        k, v = _split_top_level(t[4:-1])
+        return pa.map_(arrow_type(k), arrow_type(v))
+    if low.startswith("struct<") and low.endswith(">"):
+        fields = []
+        for part in _split_top_level(t[7:-1]):
+            name, _, rest = part.partition(":")
+            fields.append(pa.field(name.strip().strip("`"), arrow_type(rest)))
+        return pa.struct(fields)
+    raise JobDefinitionError(f"unsupported type {ddl_type!r} in a schema")
+
+
 @dataclass(frozen=True)
 class Schema:
     """Column names and DDL types of a function's output rows."""
@@ -52,6 +103,11 @@ class Schema:
     @property
     def ddl(self) -> str:
         return ", ".join(f"`{n}` {t}" for n, t in zip(self.names, self.types))
+
+    @property
+    def arrow(self) -> pa.Schema:
+        """The Arrow schema Spark uses for rows of this schema."""
+        return pa.schema([pa.field(n, arrow_type(t)) for n, t in zip(self.names, self.types)])
 
     @property
     def timestamp_columns(self) -> tuple[str, ...]:

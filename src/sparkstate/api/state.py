@@ -18,6 +18,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
+from sparkstate.api.time import MIN_WATERMARK
 from sparkstate.errors import StateAccessError, StateDescriptorError, StateTypeError
 
 T = TypeVar("T")
@@ -248,7 +249,7 @@ class AggregatingStateDescriptor(StateDescriptor, Generic[IN, ACC, OUT]):
         make_type_check(self.accumulator_type, f"AggregatingStateDescriptor {self.name!r}")
 
     def describe(self) -> str:
-        return f"AggregatingState[{type(self.aggregate_function).__name__}]"
+        return f"AggregatingState[{type(self.aggregate_function).__name__}, {_type_name(self.accumulator_type)}]"
 
 
 # --------------------------------------------------------------------------- handles
@@ -260,17 +261,20 @@ class KeyScope:
     ``rec`` is the current key's record: ``{state name: value, TIMERS_FIELD: {(domain, ts)}}``.
     """
 
-    __slots__ = ("key", "rec", "timestamp", "watermark", "processing_time", "due", "timers_enabled")
+    __slots__ = ("key", "rec", "timestamp", "watermark", "processing_time", "due", "timers_enabled", "event_time")
 
     def __init__(self) -> None:
         self.key: Any = None
         self.rec: dict | None = None
         self.timestamp: int | None = None
-        self.watermark: int = -(2**63)
+        self.watermark: int = MIN_WATERMARK
         self.processing_time: int = 0
         #: records that registered a timer already due in this batch: fired before it ends
         self.due: list = []
+        #: the function defines on_timer, so it may register timers
         self.timers_enabled = False
+        #: a watermark can reach event-time timers (a watermark strategy, or a bounded input)
+        self.event_time = True
 
 
 class _Handle:
@@ -418,7 +422,7 @@ class MapState(_Handle, Generic[K, V]):
         desc: MapStateDescriptor = self._desc  # type: ignore[assignment]
         if self._check_key is not None and not self._check_key(key):
             raise self._type_error("a map key", key, desc.key_type)
-        if value is None or (self._check_value is not None and not self._check_value(value)):
+        if value is not None and self._check_value is not None and not self._check_value(value):
             raise self._type_error("a map value", value, desc.value_type)
         rec = self._record()
         m = rec.get(self._name)

@@ -9,11 +9,16 @@ from sparkstate.errors import JobDefinitionError
 
 Duration = timedelta | int
 
+#: Flink's ``Long.MIN_VALUE`` watermark: no event time has been seen yet.
+MIN_WATERMARK = -(2**63)
+#: The watermark a bounded input ends with (Flink's final ``Long.MAX_VALUE`` watermark).
+MAX_WATERMARK = 2**63 - 1
+
 
 def to_millis(d: Duration, what: str = "duration") -> int:
     """A ``timedelta`` or an int of milliseconds, as int milliseconds."""
     if isinstance(d, timedelta):
-        return int(d.total_seconds() * 1000)
+        return d // timedelta(milliseconds=1)
     if isinstance(d, int) and not isinstance(d, bool):
         return d
     raise JobDefinitionError(f"{what} must be a datetime.timedelta or int milliseconds, got {d!r}")

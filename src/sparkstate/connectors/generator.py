@@ -45,7 +45,8 @@ class UpiPayments:
 
     ``events=None`` makes it unbounded. A bounded generator ends with an end-of-input marker
     that advances the watermark to the end of time, so every event-time timer fires, as
-    Flink does at the end of a bounded source.
+    Flink does at the end of a bounded source. ``rate``, ``max_batch`` and ``partitions``
+    shape the micro-batches; every other field defines the events themselves.
 
     Example::
 
@@ -90,11 +91,19 @@ class UpiPayments:
         return self.events is not None
 
     @property
+    def has_end_marker(self) -> bool:
+        return self.events is not None and self.end_of_input
+
+    @property
     def end_offset(self) -> int | None:
-        """Offset after the last row (the end-of-input marker counts as a row)."""
+        """The offset a finished run has read to.
+
+        After the last event come two offsets of their own: the end-of-input marker, and an
+        empty micro-batch in which the final watermark fires the remaining timers.
+        """
         if self.events is None:
             return None
-        return self.events + (1 if self.end_of_input else 0)
+        return self.events + (2 if self.end_of_input else 0)
 
     def events_between(self, start: int, end: int) -> int:
         """How many events (not counting the end-of-input marker) offsets ``[start, end)`` hold."""

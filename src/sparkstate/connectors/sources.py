@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from sparkstate.api.schema import Schema
 from sparkstate.errors import JobDefinitionError
@@ -18,9 +18,10 @@ from sparkstate.errors import JobDefinitionError
 class ListSource:
     """Each inner list becomes exactly one micro-batch, in order; replayable by batch index.
 
-    Timestamp columns take epoch milliseconds (ints) or datetimes. With ``time_column`` set
-    (and ``end_of_input``), a final end-of-input marker lifts the watermark so every event-time
-    timer fires; ``end_of_input=False`` leaves the stream open, to be continued by a longer list.
+    Timestamp columns take epoch milliseconds (ints) or datetimes; ``time_column`` names the
+    default event-time column. After the last batch, an end-of-input marker lifts the watermark
+    so every event-time timer fires; ``end_of_input=False`` leaves the stream open instead, to be
+    continued by a longer list in a later run.
 
     Example::
 
@@ -55,11 +56,12 @@ class ListSource:
 
     @property
     def has_end_marker(self) -> bool:
-        return bool(self.time_column) and self.end_of_input
+        return self.end_of_input
 
     @property
     def end_offset(self) -> int:
-        return len(self.batches) + (1 if self.has_end_marker else 0)
+        """The offset a finished run has read to (marker and final batch count, see UpiPayments)."""
+        return len(self.batches) + (2 if self.end_of_input else 0)
 
     def events_between(self, start: int, end: int) -> int:
         """How many events the micro-batches ``[start, end)`` hold."""
@@ -82,6 +84,7 @@ class DataFrameSource:
     time_column: str | None = None
     name: str = "dataframe"
     bounded: bool = field(default=False, init=False)
+    has_end_marker: bool = field(default=False, init=False)
     end_offset: Any = field(default=None, init=False)
     schema_ddl: Any = field(default=None, init=False)
 
@@ -96,6 +99,3 @@ class DataFrameSource:
     def describe(self) -> str:
         return "Spark streaming DataFrame"
 
-
-SourceSpec = Any  # UpiPayments | ListSource | DataFrameSource
-SourceFactory = Callable[..., Any]

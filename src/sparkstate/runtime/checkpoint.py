@@ -21,6 +21,7 @@ FORMAT_VERSION = 1
 #: fields that must match for the state in a checkpoint to be read correctly
 _MUST_MATCH = {
     "function": "the keyed function",
+    "source": "the source",
     "key_columns": "the key columns",
     "key_groups": "the number of key groups",
     "bucket_size": "the state bucket size",
@@ -29,17 +30,32 @@ _MUST_MATCH = {
 }
 
 
-def job_metadata(spec: Any, job_name: str, key_groups: int, descriptors: list, settings: dict, state_backend: str) -> dict:
+#: generator fields that only shape micro-batches; any other change alters the events
+_BATCH_SHAPING = {"rate", "max_batch", "partitions"}
+
+
+def source_identity(source: Any) -> dict:
+    """What a checkpoint's offsets mean: the same offsets must give the same events again."""
+    fields = getattr(source, "__dataclass_fields__", None)
+    if type(source).__name__ == "UpiPayments" and fields:
+        return {"type": "UpiPayments", **{k: getattr(source, k) for k in fields if k not in _BATCH_SHAPING}}
+    # a ListSource may grow by whole batches between runs; a Spark source keeps its own offsets
+    return {"type": type(source).__name__}
+
+
+def job_metadata(job: Any, spec: Any, descriptors: list, settings: dict) -> dict:
     fn = spec.fn
     return {
         "format": FORMAT_VERSION,
-        "job": job_name,
-        "function": f"{type(fn).__module__}.{type(fn).__qualname__}",
+        "job": job.name,
+        # the class name only: a script's function is __main__.X when run, module.X when imported
+        "function": type(fn).__qualname__,
+        "source": source_identity(job.source_spec),
         "key_columns": list(spec.key_columns),
-        "key_groups": key_groups,
+        "key_groups": job.settings.key_groups,
         "bucket_size": spec.bucket_size,
         "time_mode": spec.time_mode,
-        "state_backend": state_backend,
+        "state_backend": job.settings.state_backend,
         "state": {d.name: d.describe() for d in descriptors},
         "settings": settings,
     }
@@ -52,8 +68,11 @@ def check_or_write(checkpoint_dir: str | os.PathLike, meta: dict) -> list[str]:
     """
     root = Path(checkpoint_dir)
     path = root / METADATA_FILE
-    if not path.exists():
-        if (root / "offsets").exists():
+    committed = bool(_batch_ids(root / "commits"))
+    if not path.exists() or not committed:
+        # nothing committed yet (a new checkpoint, or a first run that failed early): no state
+        # exists that another configuration could misread
+        if not path.exists() and (root / "offsets").exists():
             raise CheckpointMismatchError(
                 f"{root} holds a Spark checkpoint that sparkstate did not write; "
                 "use an empty or new checkpoint directory"
@@ -77,8 +96,14 @@ def check_or_write(checkpoint_dir: str | os.PathLike, meta: dict) -> list[str]:
     if old.get("job") != meta["job"]:
         problems.append(f"it belongs to job {old.get('job')!r}, not {meta['job']!r}")
     for field, label in _MUST_MATCH.items():
-        if old.get(field) != meta.get(field):
-            problems.append(f"{label} changed from {old.get(field)!r} to {meta.get(field)!r}")
+        was, now = old.get(field), meta.get(field)
+        if was == now:
+            continue
+        if isinstance(was, dict) and isinstance(now, dict):
+            diff = ", ".join(f"{k} {was.get(k)!r} -> {now.get(k)!r}" for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k))
+            problems.append(f"{label} changed ({diff})")
+        else:
+            problems.append(f"{label} changed from {was!r} to {now!r}")
     for name, was in old.get("state", {}).items():
         now = meta["state"].get(name)
         if now is not None and now != was:
@@ -86,9 +111,14 @@ def check_or_write(checkpoint_dir: str | os.PathLike, meta: dict) -> list[str]:
     if problems:
         raise CheckpointMismatchError(
             f"checkpoint {root} cannot be used for this job: " + "; ".join(problems)
-            + ". Start from a new checkpoint directory (state starts empty)."
+            + ". Run it as before, or start from a new checkpoint directory (state starts empty; "
+            "`sparkstate run --fresh` deletes the old one)."
         )
-    warnings = []
+    warnings = [
+        f"state {name!r} ({was}) is no longer declared: its values are dropped as their keys are next touched"
+        for name, was in old.get("state", {}).items()
+        if name not in meta["state"]
+    ]
     for key, value in meta.get("settings", {}).items():
         was = old.get("settings", {}).get(key)
         if was is not None and was != value:

@@ -25,7 +25,6 @@ from sparkstate.runtime.operator import timer_minimums
 
 PICKLE_PROTOCOL = 5
 LAYOUT_VERSION = 1
-DEFAULT_BUCKET_SIZE = 128
 
 
 def dumps_state(obj: Any) -> bytes:
@@ -139,7 +138,7 @@ class KeyGroupStore:
         self,
         meta: GroupMeta,
         read_bucket: Callable[[int], bytes | None],
-        bucket_size: int = DEFAULT_BUCKET_SIZE,
+        bucket_size: int,
     ) -> None:
         self.meta = meta
         self._read = read_bucket

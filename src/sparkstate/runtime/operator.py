@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import reprlib
-from operator import itemgetter
+import types
+from operator import itemgetter, methodcaller
 from typing import Any, Callable, Iterable, Sequence
 
 from sparkstate.api.functions import (
@@ -40,6 +41,10 @@ from sparkstate.errors import KeyColumnError, ProcessFunctionError, SparkStateEr
 
 #: on_timer may register already-due timers; after this many rounds in one batch it is a loop.
 MAX_TIMER_ROUNDS = 10_000
+
+#: what a function returned instead of yielding rows (a single row is not a list of rows)
+_SINGLE_ROW = (dict, str, bytes, tuple)
+_GENERATOR = types.GeneratorType
 
 _short = reprlib.Repr()
 _short.maxstring = 120
@@ -75,6 +80,7 @@ class KeyedOperator:
         fn: KeyedProcessFunction,
         key_columns: Sequence[str],
         timestamp_column: str | None = None,
+        event_time: bool = True,
     ) -> None:
         if not isinstance(fn, KeyedProcessFunction):
             raise TypeError(f"expected a KeyedProcessFunction instance, got {fn!r}")
@@ -84,12 +90,13 @@ class KeyedOperator:
         self.timestamp_column = timestamp_column
         self.scope = KeyScope()
         self.scope.timers_enabled = type(fn).defines_on_timer()
+        self.scope.event_time = event_time
         self.runtime_context = RuntimeContext(self.scope, self.name)
         self.timer_service = TimerService(self.scope, self.name)
         self.ctx = Context(self.scope, self.timer_service)
         self.timer_ctx = OnTimerContext(self.scope, self.timer_service)
         self._key_of = key_getter(self.key_columns)
-        self._ts_of = itemgetter(timestamp_column) if timestamp_column else None
+        self._ts_of = methodcaller("get", timestamp_column) if timestamp_column else None
         #: key -> record of every key read or written since the last ``take_touched``
         self.touched: dict[Any, dict] = {}
         self._load: Callable[[Any], dict] = lambda key: {}
@@ -117,10 +124,6 @@ class KeyedOperator:
             except Exception as exc:
                 raise ProcessFunctionError(f"{self.name}.close failed: {type(exc).__name__}: {exc}") from exc
 
-    @property
-    def uses_timers(self) -> bool:
-        return self.scope.timers_enabled
-
     # ------------------------------------------------------------------ batches
 
     def begin_batch(self, watermark: int, processing_time: int, load: Callable[[Any], dict]) -> None:
@@ -147,13 +150,21 @@ class KeyedOperator:
             out.extend(self.fire_due(()))
         return out
 
-    def _record_for(self, key: Any) -> dict:
-        rec = self.touched.get(key)
-        if rec is None:
-            if key is None or (type(key) is tuple and None in key):
-                raise KeyColumnError(f"{self.name}: an event has no value for key column(s) {self.key_columns}")
-            rec = self._load(key)
-            self.touched[key] = rec
+    def _record_for(self, key: Any, event: Any) -> dict:
+        """The record of a key not touched yet in this batch (loaded, pruned, remembered)."""
+        if key is None or (type(key) is tuple and None in key):
+            raise KeyColumnError(
+                f"{self.name}: event {_short.repr(event)} has no value for key column(s) {self.key_columns}"
+            )
+        rec = self._load(key)
+        if rec:
+            # state a newer version of the function no longer declares is dropped when its
+            # key is next touched (Flink's "allow non-restored state")
+            declared = self.runtime_context._states
+            stale = [f for f in rec if f not in declared and f != TIMERS_FIELD]
+            for f in stale:
+                del rec[f]
+        self.touched[key] = rec
         return rec
 
     def process(self, events: Iterable[dict]) -> list:
@@ -166,30 +177,27 @@ class KeyedOperator:
         ts_of = self._ts_of
         touched = self.touched
         process_element = self.fn.process_element
-        ev: Any = None
-        key: Any = None
-        try:
-            for ev in events:
+        for ev in events:
+            try:
                 key = key_of(ev)
-                rec = touched.get(key)
-                if rec is None:
-                    rec = self._record_for(key)
-                scope.key = key
-                scope.rec = rec
-                if ts_of is not None:
-                    scope.timestamp = ts_of(ev)
+            except (KeyError, TypeError, IndexError) as exc:
+                raise KeyColumnError(f"{self.name}: event {_short.repr(ev)} has no key column {self.key_columns}") from exc
+            rec = touched.get(key)
+            if rec is None:
+                rec = self._record_for(key, ev)
+            scope.key = key
+            scope.rec = rec
+            scope.timestamp = ts_of(ev) if ts_of is not None else None
+            try:
                 result = process_element(ev, ctx)
                 if result is not None:
+                    if type(result) is not _GENERATOR and isinstance(result, _SINGLE_ROW):
+                        raise self._single_row("process_element", result)
                     extend(result)
-        except SparkStateError:
-            raise
-        except KeyError as exc:
-            missing = [c for c in self.key_columns if not isinstance(ev, dict) or c not in ev]
-            if missing:
-                raise KeyColumnError(f"{self.name}: event {_short.repr(ev)} has no key column {missing}") from exc
-            raise self._user_error("process_element", key, ev, exc) from exc
-        except Exception as exc:
-            raise self._user_error("process_element", key, ev, exc) from exc
+            except SparkStateError:
+                raise
+            except Exception as exc:
+                raise self._user_error("process_element", key, ev, exc) from exc
         return out
 
     def fire_due(self, candidates: Iterable[tuple[Any, dict]]) -> list:
@@ -232,6 +240,8 @@ class KeyedOperator:
                 try:
                     result = on_timer(ts, tctx)
                     if result is not None:
+                        if type(result) is not _GENERATOR and isinstance(result, _SINGLE_ROW):
+                            raise self._single_row("on_timer", result)
                         out.extend(result)
                 except SparkStateError:
                     raise
@@ -242,9 +252,17 @@ class KeyedOperator:
             if rounds > MAX_TIMER_ROUNDS:
                 raise TimerError(
                     f"{self.name}.on_timer kept registering timers that were already due "
-                    f"({MAX_TIMER_ROUNDS} rounds in one batch, key {scope.key!r})"
+                    f"({MAX_TIMER_ROUNDS} rounds in one batch, key {scope.key!r}). A timer that re-arms "
+                    "itself in on_timer repeats forever once a bounded input's final watermark "
+                    "(MAX_WATERMARK) is reached: stop re-arming when current_watermark() == MAX_WATERMARK"
                 )
         return out
+
+    def _single_row(self, phase: str, result: Any) -> ProcessFunctionError:
+        return ProcessFunctionError(
+            f"{self.name}.{phase} returned a {type(result).__name__} ({_short.repr(result)}); "
+            "yield each output row, or return a list of rows"
+        )
 
     def _user_error(self, phase: str, key: Any, what: Any, exc: Exception) -> ProcessFunctionError:
         what_s = what if isinstance(what, str) else f"event {_short.repr(what)}"

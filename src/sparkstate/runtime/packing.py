@@ -179,7 +179,7 @@ def _pylist(col: pa.ChunkedArray) -> list:
     # numpy's tolist is about twice as fast as Arrow's to_pylist for null-free numbers
     if col.null_count == 0 and (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
         return col.to_numpy().tolist()
-    return col.to_pylist()
+    return col.to_pylist(maps_as_pydicts="strict")
 
 
 def unpack_events(packed: Iterable[tuple[int, int, bytes | None]]) -> list[dict[str, Any]]:

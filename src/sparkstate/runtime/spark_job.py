@@ -11,6 +11,7 @@ micro-batch, and a batch that fails commits none of them, so a restart replays i
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import time
@@ -22,6 +23,7 @@ from sparkstate.api.job import Job
 from sparkstate.errors import JobDefinitionError, JobFailedError
 from sparkstate.runtime import checkpoint as ckpt
 from sparkstate.runtime.operator import KeyedOperator
+from sparkstate.runtime.packing import END_OF_INPUT_MS
 
 
 @dataclass
@@ -71,9 +73,17 @@ def _output_arrow(job: Job) -> Any:
     return to_arrow_schema(struct, timezone="UTC")
 
 
+def _watermark_delay_ms(job: Job) -> int:
+    """Spark's withWatermark delay: Flink's watermark is max(ts) - out_of_orderness - 1 ms."""
+    return (job.watermark.max_out_of_orderness_ms if job.watermark else 0) + 1
+
+
 def _operator_spec(job: Job) -> Any:
     from sparkstate.runtime.spark_processor import OperatorSpec
 
+    # the end-of-input marker matters only to a function with timers (its final watermark fires
+    # them); for others it is ignored, so a stream's last run has the same plan as its earlier ones
+    marker = bool(getattr(job.source_spec, "has_end_marker", False)) and type(job.function).defines_on_timer()
     return OperatorSpec(
         fn=job.function,  # type: ignore[arg-type]
         key_columns=job.key_columns,
@@ -81,7 +91,8 @@ def _operator_spec(job: Job) -> Any:
         output=job.output,  # type: ignore[arg-type]
         output_arrow=_output_arrow(job),
         bucket_size=job.settings.bucket_size,
-        event_time=job.watermark is not None,
+        event_time=job.watermark is not None or marker,
+        end_watermark=END_OF_INPUT_MS - _watermark_delay_ms(job) if marker else None,
     )
 
 
@@ -92,9 +103,8 @@ def build_query(job: Job, spec: Any, spark: Any, checkpoint_dir: str | Path) -> 
     from sparkstate.runtime.spark_sources import build_packed
 
     packed = build_packed(spark, job, scratch_dir=str(Path(checkpoint_dir) / "sparkstate-sources"))
-    if job.watermark is not None:
-        # Spark's watermark is max(ts) - delay; Flink's is max(ts) - out_of_orderness - 1 ms.
-        packed = packed.withWatermark("ts", f"{job.watermark.max_out_of_orderness_ms + 1} milliseconds")
+    if spec.event_time:
+        packed = packed.withWatermark("ts", f"{_watermark_delay_ms(job)} milliseconds")
     # No filter for the end-of-input marker (blob NULL): Spark would push it below the
     # watermark, which would then never see the marker. The processor skips empty blobs.
     # ``ts`` stays in the operator's input: applyInPandasWithState only sees a watermark
@@ -159,45 +169,22 @@ def _progress_dicts(query: Any) -> list[dict]:
     return out
 
 
-def _end_reached(entries: list[dict], end: int | None, need: int) -> bool:
-    """True when the last ``need`` completed batches all ran with the source at its end."""
-    if end is None:
+def _end_reached(entries: list[dict], end: int | None) -> bool:
+    """True once a completed micro-batch has read its source to ``end``."""
+    if end is None or not entries:
         return False
     from sparkstate.runtime.spark_sources import source_offset
 
-    run = 0
-    for p in reversed(entries):
-        srcs = p.get("sources") or []
-        off = source_offset(srcs[0]) if srcs else None
-        if off is not None and off >= end:
-            run += 1
-            if run >= need:
-                return True
-        else:
-            break
-    return False
+    sources = entries[-1].get("sources") or []
+    offset = source_offset(sources[0]) if sources else None
+    return offset is not None and offset >= end
 
 
-def _already_complete(checkpoint_dir: str | Path, end: int | None, need: int) -> bool:
+def _already_complete(checkpoint_dir: str | Path, end: int | None) -> bool:
     if end is None:
         return False
-    batch, _ = ckpt.last_committed_offset(checkpoint_dir)
-    if batch is None:
-        return False
-    root = Path(checkpoint_dir)
-    run = 0
-    for b in range(batch, max(-1, batch - need), -1):
-        if not (root / "commits" / str(b)).exists():
-            break
-        try:
-            lines = (root / "offsets" / str(b)).read_text().splitlines()
-            off = json.loads(lines[2]).get("offset")
-        except (OSError, ValueError, IndexError, AttributeError):
-            break
-        if off is None or off < end:
-            break
-        run += 1
-    return run >= need
+    _, offset = ckpt.last_committed_offset(checkpoint_dir)
+    return isinstance(offset, dict) and int(offset.get("offset", -1)) >= end
 
 
 def run_job(
@@ -222,19 +209,19 @@ def run_job(
         )
     job.validate()
     checkpoint_dir = str(Path(checkpoint_dir).absolute())
-    descriptors = KeyedOperator(job.function, job.key_columns).open()  # type: ignore[arg-type]
+    # declared state, from a copy: the job's function object stays unopened for Spark to ship
+    descriptors = KeyedOperator(copy.deepcopy(job.function), job.key_columns).open()  # type: ignore[arg-type]
     result = RunResult(job=job.name, checkpoint_dir=checkpoint_dir)
 
     spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
     spec = _operator_spec(job)
     partitions = job.settings.parallelism or int(spark.sparkContext.defaultParallelism)
     settings = {"parallelism": partitions}
-    meta = ckpt.job_metadata(spec, job.name, job.settings.key_groups, descriptors, settings, job.settings.state_backend)
+    meta = ckpt.job_metadata(job, spec, descriptors, settings)
     result.warnings = ckpt.check_or_write(checkpoint_dir, meta)
 
     end = getattr(job.source_spec, "end_offset", None)
-    need = 2 if spec.time_mode != "None" else 1  # timers need one more batch for the final watermark
-    if getattr(job.source_spec, "bounded", False) and _already_complete(checkpoint_dir, end, need):
+    if _already_complete(checkpoint_dir, end):
         result.completed = result.already_complete = True
         return result
 
@@ -261,7 +248,7 @@ def run_job(
                     raise _clean_failure(exc, checkpoint_dir, batch) from None
                 result.completed = True
                 break
-            if _end_reached(result.progress, end, need) or (until is not None and until(result)):
+            if _end_reached(result.progress, end) or (until is not None and until(result)):
                 result.completed = True
                 break
             if timeout is not None and time.monotonic() - started > timeout:

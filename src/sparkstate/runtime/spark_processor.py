@@ -40,11 +40,11 @@ from pyspark.sql.streaming.stateful_processor import (
     TimerValues,
 )
 
-from sparkstate.api.functions import MIN_WATERMARK, KeyedProcessFunction
+from sparkstate.api.functions import MAX_WATERMARK, MIN_WATERMARK, KeyedProcessFunction
 from sparkstate.api.schema import Schema
-from sparkstate.errors import OutputSchemaError
 from sparkstate.runtime.keygroups import PICKLE_PROTOCOL, GroupMeta, KeyGroupStore
 from sparkstate.runtime.operator import KeyedOperator
+from sparkstate.runtime.output import arrow_table
 from sparkstate.runtime.packing import unpack_events
 
 META_STATE = "meta"
@@ -63,7 +63,11 @@ class OperatorSpec:
     output: Schema
     output_arrow: Any  # pyarrow.Schema of the output, resolved on the driver
     bucket_size: int
+    #: a watermark exists: the job has a watermark strategy, or its bounded source ends with
+    #: the end-of-input marker (then, as in Flink, event-time timers fire at the end)
     event_time: bool
+    #: Spark's watermark once it has seen the end-of-input marker (None: the source has none)
+    end_watermark: int | None = None
 
     @property
     def needs_clock(self) -> bool:
@@ -78,43 +82,13 @@ class OperatorSpec:
 # --------------------------------------------------------------------------- output
 
 
-def _column(values: list, field: pa.Field) -> pa.Array:
-    target = field.type
-    if pa.types.is_timestamp(target):
-        sample = next((v for v in values if v is not None), None)
-        if isinstance(sample, int) and not isinstance(sample, bool):  # epoch ms, the API's convention
-            return pa.array(values, pa.int64()).cast(pa.timestamp("ms", tz=target.tz)).cast(target)
-    return pa.array(values, type=target)
-
-
-def _fits(value: Any, field: pa.Field) -> bool:
-    try:
-        _column([value], field)
-        return True
-    except Exception:
-        return False
-
-
 def to_frame(rows: list, schema: Schema, arrow: pa.Schema, arrow_backed: bool = True) -> pd.DataFrame:
-    """Emitted rows as a pandas DataFrame of the output schema.
+    """Emitted rows as a pandas DataFrame of the output schema (checked in Arrow first).
 
-    Columns are built as Arrow arrays (so a value that does not fit its column fails here,
-    with the column's name). transformWithState takes Arrow-backed pandas columns and converts
-    them back to Arrow without copying; applyInPandasWithState needs plain numpy columns.
+    transformWithState takes Arrow-backed pandas columns and converts them back to Arrow
+    without copying; applyInPandasWithState needs plain numpy columns.
     """
-    cols = schema.columns(rows)
-    arrays = []
-    for field in arrow:
-        values = cols[field.name]
-        try:
-            arrays.append(_column(values, field))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError) as exc:
-            bad = next((v for v in values if not _fits(v, field)), None)
-            raise OutputSchemaError(
-                f"output column {field.name!r} is {schema.types[schema.names.index(field.name)]} "
-                f"but a row has {type(bad).__name__} {bad!r} ({exc})"
-            ) from None
-    table = pa.Table.from_arrays(arrays, schema=arrow)
+    table = arrow_table(rows, schema, arrow)
     # Spark's converters expect Python dicts for map columns, so nested columns stay plain.
     mapper = _arrow_dtype if arrow_backed else None
     return table.to_pandas(types_mapper=mapper, maps_as_pydicts="strict")
@@ -152,7 +126,7 @@ class KeyGroupRunner:
     def __init__(self, spec: OperatorSpec, arrow_backed: bool = True) -> None:
         self.spec = spec
         self.arrow_backed = arrow_backed
-        self.op = KeyedOperator(spec.fn, spec.key_columns, spec.timestamp_column)
+        self.op = KeyedOperator(spec.fn, spec.key_columns, spec.timestamp_column, event_time=spec.event_time)
         self.op.open()
 
     def run(self, events: list, watermark: int, now: int, state: GroupState, expired: int | None = None) -> pd.DataFrame | None:
@@ -180,8 +154,12 @@ class KeyGroupRunner:
         self.op.close()
 
     def watermark(self, reported: int) -> int:
+        """Spark's watermark in Flink's terms."""
+        spec = self.spec
+        if spec.end_watermark is not None and reported >= spec.end_watermark:
+            return MAX_WATERMARK  # the end-of-input marker went by: Flink's final watermark
         # Spark reports 0 (or -1) until the first watermark exists; Flink's is Long.MIN_VALUE.
-        return reported if self.spec.event_time and reported > 0 else MIN_WATERMARK
+        return reported if spec.event_time and reported > 0 else MIN_WATERMARK
 
 
 def _wall_clock_ms() -> int:

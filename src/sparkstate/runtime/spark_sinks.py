@@ -4,26 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow as pa
-
 from sparkstate.connectors.sinks import ConsoleSink, ForeachBatchSink, MemorySink, NoopSink, ParquetSink
 from sparkstate.errors import JobDefinitionError
-
-
-def _rows_with_millis(df: Any) -> list[dict]:
-    table = df.toArrow()
-    for i, f in enumerate(table.schema):
-        if pa.types.is_timestamp(f.type):
-            ms = table.column(i).cast(pa.timestamp("ms", tz=f.type.tz), safe=False).cast(pa.int64())
-            table = table.set_column(i, f.name, ms)
-    return table.to_pylist(maps_as_pydicts="strict")
+from sparkstate.runtime.output import python_rows
 
 
 def attach(sink: Any, writer: Any) -> Any:
     """Configure ``writer`` (``df.writeStream``) for ``sink``; returns the writer."""
     if isinstance(sink, MemorySink):
         # one action per batch: a second one would run the stateful operator twice
-        return writer.foreachBatch(lambda df, batch_id: sink.put(batch_id, _rows_with_millis(df)))
+        return writer.foreachBatch(lambda df, batch_id: sink.put(batch_id, python_rows(df.toArrow())))
     if isinstance(sink, ParquetSink):
         return writer.format("parquet").option("path", sink.path)
     if isinstance(sink, ConsoleSink):

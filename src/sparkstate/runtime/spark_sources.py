@@ -27,31 +27,9 @@ from sparkstate.runtime.packing import PACKED_SCHEMA, Packer, end_of_input_row, 
 GENERATOR_FORMAT = "sparkstate_upi"
 LIST_FORMAT = "sparkstate_list"
 
-_ARROW_TYPES = {
-    "string": pa.string(),
-    "int": pa.int32(),
-    "integer": pa.int32(),
-    "bigint": pa.int64(),
-    "long": pa.int64(),
-    "double": pa.float64(),
-    "float": pa.float32(),
-    "boolean": pa.bool_(),
-    "timestamp": pa.timestamp("us", tz="UTC"),
-    "date": pa.date32(),
-    "binary": pa.binary(),
-}
-
-
 def arrow_schema(ddl: str) -> pa.Schema:
-    """Arrow schema of a flat DDL schema (the types a ListSource supports)."""
-    schema = Schema.of(ddl)
-    fields = []
-    for name, tp in zip(schema.names, schema.types):
-        arrow = _ARROW_TYPES.get(tp.lower())
-        if arrow is None:
-            raise JobDefinitionError(f"ListSource column {name!r}: type {tp!r} is not supported; use one of {sorted(_ARROW_TYPES)}")
-        fields.append(pa.field(name, arrow))
-    return pa.schema(fields)
+    """Arrow schema of a ListSource's DDL schema."""
+    return Schema.of(ddl).arrow
 
 
 @dataclass(frozen=True)
@@ -119,8 +97,11 @@ class UpiStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         s = _offset(start) if start else 0
-        end = self.gen.end_offset if self.packer else self.gen.events
+        events = self.gen.events
+        end = self.gen.end_offset if self.packer else events
         top = s + self.gen.max_batch if end is None else min(end, s + self.gen.max_batch)
+        if self.packer is not None and events is not None and s <= events:
+            top = min(top, events + 1)  # the final (empty) offset gets a micro-batch of its own
         if self.gen.rate:
             now = time.monotonic()
             if self._t0 is None:
@@ -190,9 +171,8 @@ class ListStreamReader(DataSourceStreamReader):
         with open(options["path"]) as f:
             self.batches: list[list[dict]] = json.load(f)
         self.ddl = options["schema"]
-        self.time_column = options.get("time_column") or None
-        marker = bool(self.time_column) and options.get("end_of_input", "true") == "true"
-        self.end = len(self.batches) + (1 if marker else 0)
+        marker = packer is not None and options.get("end_of_input", "true") == "true"
+        self.end = len(self.batches) + (2 if marker else 0)
 
     def initialOffset(self) -> dict:
         return {"offset": 0}
@@ -208,8 +188,8 @@ class ListStreamReader(DataSourceStreamReader):
         schema = arrow_schema(self.ddl)
         ts_cols = [f.name for f in schema if pa.types.is_timestamp(f.type)]
         for i in range(partition.start, partition.end):
-            if i >= len(self.batches):  # past the last batch: the end-of-input marker
-                if self.packer is not None:
+            if i >= len(self.batches):  # the end-of-input marker, then the final empty batch
+                if self.packer is not None and i == len(self.batches):
                     yield end_of_input_row()
                 continue
             rows = [dict(r) for r in self.batches[i]]
@@ -262,7 +242,6 @@ def build_source(spark: Any, source: Any, scratch_dir: str | None = None, option
             spark.readStream.format(LIST_FORMAT)
             .option("path", path)
             .option("schema", source.schema)
-            .option("time_column", source.time_column or "")
             .option("end_of_input", "true" if source.end_of_input else "false")
         )
         for k, v in extra.items():
@@ -275,12 +254,6 @@ def build_source(spark: Any, source: Any, scratch_dir: str | None = None, option
     raise JobDefinitionError(
         f"unsupported source {source!r}; use UpiPayments, ListSource, DataFrameSource or a streaming DataFrame"
     )
-
-
-def source_columns(source: Any) -> list[str] | None:
-    """Column names of a source known without Spark (None for a DataFrame source)."""
-    ddl = getattr(source, "schema_ddl", None)
-    return list(Schema.of(ddl).names) if ddl else None
 
 
 def build_packed(spark: Any, job: Any, scratch_dir: str | None = None) -> Any:

@@ -16,8 +16,10 @@ from sparkstate.api.functions import MAX_WATERMARK, MIN_WATERMARK, KeyedProcessF
 from sparkstate.api.schema import Schema
 from sparkstate.api.state import TIMERS_FIELD
 from sparkstate.api.time import WatermarkStrategy
+from sparkstate.errors import JobDefinitionError
 from sparkstate.runtime.keygroups import dumps_state
 from sparkstate.runtime.operator import KeyedOperator, due_timer_limits, to_epoch_millis
+from sparkstate.runtime.output import arrow_table, python_rows
 
 
 class KeyedHarness:
@@ -45,11 +47,16 @@ class KeyedHarness:
         serialize_state: bool = True,
     ) -> None:
         keys = [key_by] if isinstance(key_by, str) else list(key_by)
+        if watermark_strategy is not None and not watermark_strategy.timestamp_column:
+            raise JobDefinitionError(
+                "the watermark strategy needs a timestamp column: .with_timestamp_column('ts')"
+            )
         self.watermark_strategy = watermark_strategy
         ts_col = watermark_strategy.timestamp_column if watermark_strategy else None
         self.operator = KeyedOperator(fn, keys, ts_col)
         self.descriptors = self.operator.open()
         self.schema = Schema.of(output_schema) if output_schema is not None else None
+        self._arrow = self.schema.arrow if self.schema is not None else None
         self.records: dict[Any, dict] = {}
         self.processing_time = processing_time
         self.watermark = MIN_WATERMARK
@@ -67,7 +74,11 @@ class KeyedHarness:
         processing_time: int | None = None,
         watermark: int | None = None,
     ) -> list:
-        """Run one micro-batch; return the rows it emitted (as dicts when a schema is set)."""
+        """Run one micro-batch; return the rows it emitted.
+
+        With an output schema the rows are dicts checked against it, exactly as Spark's
+        ``MemorySink`` returns them (timestamps as epoch ms, maps as dicts).
+        """
         if processing_time is not None:
             self.processing_time = max(self.processing_time, processing_time)
         if watermark is not None:
@@ -87,7 +98,9 @@ class KeyedHarness:
                 records[key] = pickle.loads(dumps_state({key: rec}))[key]
         self._advance_watermark(evs)
         if self.schema is not None:
-            rows = [self.schema.row_to_dict(r) for r in rows]
+            # the same conversion as on Spark: type errors name the column; timestamps come
+            # back as epoch ms and maps as dicts, as Spark's MemorySink returns them
+            rows = python_rows(arrow_table(rows, self.schema, self._arrow)) if rows else []
         self.output.extend(rows)
         return rows
 
