@@ -82,6 +82,7 @@ def run(
     """Run a seed job on the UPI payment generator (see `sparkstate jobs`)."""
     from sparkstate.connectors.sinks import ParquetSink, parse_sink
     from sparkstate.jobs import get_job
+    from sparkstate.metrics.memory import PeakMemory
     from sparkstate.metrics.progress import ProgressPrinter, print_summary
 
     try:
@@ -104,7 +105,10 @@ def run(
         console.print(f"source: {job.source_spec.describe()}; sink: {sink.describe()}; checkpoint: {ckpt}")
         console.print("starting Spark (the first batch includes Spark's start-up)...")
         printer = None if quiet else ProgressPrinter(console, total_events=events)
-        result = job.run(checkpoint_dir=ckpt, on_progress=printer, timeout=timeout, log_file=home / "spark.log")
+        with PeakMemory() as memory:
+            result = job.run(checkpoint_dir=ckpt, on_progress=printer, timeout=timeout, log_file=home / "spark.log")
+        result.peak_memory_bytes = memory.peak_bytes
+        result.state_keys = _state_keys(ckpt, state_backend)
         if result.already_complete:
             console.print(f"[green]{job.name} already ran to the end[/] with this checkpoint; --fresh starts over.")
         print_summary(result, console)
@@ -113,6 +117,15 @@ def run(
     except SparkStateError as exc:
         errors.print(f"[red]error:[/] {exc}", soft_wrap=True)
         sys.exit(1)
+
+
+def _state_keys(checkpoint: Path, backend: str) -> int | None:
+    from pyspark.sql import SparkSession
+
+    from sparkstate.runtime.state_reader import count_keys
+
+    spark = SparkSession.getActiveSession()
+    return count_keys(spark, checkpoint, backend) if spark is not None else None
 
 
 def _print_results(path: str, key: str, order: str | None) -> None:

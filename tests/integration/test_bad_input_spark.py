@@ -113,3 +113,13 @@ def test_any_streaming_dataframe_is_packed_and_processed(spark, checkpoint, tmp_
         ("a", 1.0, 1735689601000), ("a", 4.0, 1735689603000), ("b", 2.0, 1735689602000)
     ]
     assert result.events == 3
+
+
+def test_console_sink_prints_in_this_process(spark, checkpoint, capsys):
+    from sparkstate import ConsoleSink
+
+    job = job_of(Sum(), [[{"k": "a", "v": 1.0}, {"k": "a", "v": 2.0}]], schema="k string, v double",
+                 out="k string, total double, ts timestamp").sink(ConsoleSink(rows=1))
+    job.run(checkpoint_dir=checkpoint, spark=spark)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "batch 0: 2 rows (first 1)" in out and "1.0" in out and "0 rows" not in out

@@ -51,7 +51,9 @@ class ProgressPrinter:
             f"state {op.get('numRowsTotal', 0):,} entries {human_bytes(state_bytes(op))}",
             f"commit {op.get('commitTimeMs', 0):,} ms",
         ]
-        if watermark and not watermark.startswith("1970"):
+        if watermark and watermark.startswith("2262"):
+            parts.append("wm end of input")  # the end-of-input marker's watermark
+        elif watermark and not watermark.startswith("1970"):
             parts.append(f"wm {watermark[:19].replace('T', ' ')}")
         self.console.print(" | ".join(parts))
 
@@ -72,7 +74,10 @@ def summary_table(result: RunResult, title: str | None = None) -> Table:
     steady = result.steady_events_per_second
     if steady:
         table.add_row("after the first batch", f"{steady:,.0f} events/s")
-    table.add_row("state", f"{result.state_rows or 0:,} entries, {human_bytes(result.state_bytes)}")
+    keys = f"{result.state_keys:,} keys in " if result.state_keys is not None else ""
+    table.add_row("state", f"{keys}{result.state_rows or 0:,} entries, {human_bytes(result.state_bytes)}")
+    if result.peak_memory_bytes:
+        table.add_row("peak memory", f"{human_bytes(result.peak_memory_bytes)} (driver, JVM and Python workers)")
     table.add_row("checkpoint", result.checkpoint_dir)
     return table
 

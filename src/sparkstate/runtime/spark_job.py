@@ -42,6 +42,10 @@ class RunResult:
     first_batch_seconds: float = 0.0
     state_rows: int | None = None
     state_bytes: int | None = None
+    #: keys holding state (read from the checkpoint; filled in by the CLI)
+    state_keys: int | None = None
+    #: peak resident memory of this process and its children (filled in by the CLI)
+    peak_memory_bytes: int | None = None
     warnings: list[str] = field(default_factory=list)
     progress: list[dict] = field(default_factory=list)
 
