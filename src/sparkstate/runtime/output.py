@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from sparkstate.api.schema import Schema
 from sparkstate.errors import OutputSchemaError
+from sparkstate.runtime.packing import has_map
 
 
 def _column(values: list, target: pa.DataType) -> pa.Array:
@@ -63,4 +64,4 @@ def python_rows(table: pa.Table) -> list[dict]:
         if pa.types.is_timestamp(f.type):
             ms = table.column(i).cast(pa.timestamp("ms", tz=f.type.tz), safe=False).cast(pa.int64())
             table = table.set_column(i, f.name, ms)
-    return table.to_pylist(maps_as_pydicts="strict")
+    return table.to_pylist(maps_as_pydicts="strict") if any(has_map(f.type) for f in table.schema) else table.to_pylist()

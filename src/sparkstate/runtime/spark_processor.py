@@ -45,7 +45,7 @@ from sparkstate.api.schema import Schema
 from sparkstate.runtime.keygroups import PICKLE_PROTOCOL, GroupMeta, KeyGroupStore
 from sparkstate.runtime.operator import KeyedOperator
 from sparkstate.runtime.output import arrow_table
-from sparkstate.runtime.packing import unpack_events
+from sparkstate.runtime.packing import has_map, unpack_events
 
 META_STATE = "meta"
 BUCKETS_STATE = "buckets"
@@ -91,7 +91,9 @@ def to_frame(rows: list, schema: Schema, arrow: pa.Schema, arrow_backed: bool = 
     table = arrow_table(rows, schema, arrow)
     # Spark's converters expect Python dicts for map columns, so nested columns stay plain.
     mapper = _arrow_dtype if arrow_backed else None
-    return table.to_pandas(types_mapper=mapper, maps_as_pydicts="strict")
+    if any(has_map(f.type) for f in arrow):
+        return table.to_pandas(types_mapper=mapper, maps_as_pydicts="strict")
+    return table.to_pandas(types_mapper=mapper)
 
 
 def _arrow_dtype(t: pa.DataType) -> Any:
