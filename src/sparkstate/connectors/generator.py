@@ -94,16 +94,16 @@ class UpiPayments:
     def has_end_marker(self) -> bool:
         return self.events is not None and self.end_of_input
 
-    @property
-    def end_offset(self) -> int | None:
-        """The offset a finished run has read to.
+    def end_offset(self, marker: bool = True) -> int | None:
+        """The offset a finished run has read to (None: unbounded).
 
-        After the last event come two offsets of their own: the end-of-input marker, and an
-        empty micro-batch in which the final watermark fires the remaining timers.
+        With ``marker`` (a job whose function has timers), two offsets of their own follow the
+        last event: the end-of-input marker, and an empty micro-batch in which the final
+        watermark fires the remaining timers.
         """
         if self.events is None:
             return None
-        return self.events + (2 if self.end_of_input else 0)
+        return self.events + (2 if marker and self.end_of_input else 0)
 
     def events_between(self, start: int, end: int) -> int:
         """How many events (not counting the end-of-input marker) offsets ``[start, end)`` hold."""

@@ -58,10 +58,9 @@ class ListSource:
     def has_end_marker(self) -> bool:
         return self.end_of_input
 
-    @property
-    def end_offset(self) -> int:
+    def end_offset(self, marker: bool = True) -> int:
         """The offset a finished run has read to (marker and final batch count, see UpiPayments)."""
-        return len(self.batches) + (2 if self.end_of_input else 0)
+        return len(self.batches) + (2 if marker and self.end_of_input else 0)
 
     def events_between(self, start: int, end: int) -> int:
         """How many events the micro-batches ``[start, end)`` hold."""
@@ -85,8 +84,11 @@ class DataFrameSource:
     name: str = "dataframe"
     bounded: bool = field(default=False, init=False)
     has_end_marker: bool = field(default=False, init=False)
-    end_offset: Any = field(default=None, init=False)
     schema_ddl: Any = field(default=None, init=False)
+
+    def end_offset(self, marker: bool = True) -> None:
+        """Unbounded: a run of this source ends by ``timeout``, ``until`` or Ctrl-C."""
+        return None
 
     def build(self, spark: Any) -> Any:
         df = self.dataframe(spark) if callable(self.dataframe) else self.dataframe

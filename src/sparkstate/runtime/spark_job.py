@@ -82,12 +82,19 @@ def _watermark_delay_ms(job: Job) -> int:
     return (job.watermark.max_out_of_orderness_ms if job.watermark else 0) + 1
 
 
+def _uses_end_marker(job: Job) -> bool:
+    """Whether the bounded source ends with the end-of-input marker for this job.
+
+    Only a function with timers can see the final watermark, so only its job pays the two
+    extra micro-batches; and a stream's last run keeps the plan of its earlier ones.
+    """
+    return bool(getattr(job.source_spec, "has_end_marker", False)) and type(job.function).defines_on_timer()
+
+
 def _operator_spec(job: Job) -> Any:
     from sparkstate.runtime.spark_processor import OperatorSpec
 
-    # the end-of-input marker matters only to a function with timers (its final watermark fires
-    # them); for others it is ignored, so a stream's last run has the same plan as its earlier ones
-    marker = bool(getattr(job.source_spec, "has_end_marker", False)) and type(job.function).defines_on_timer()
+    marker = _uses_end_marker(job)
     return OperatorSpec(
         fn=job.function,  # type: ignore[arg-type]
         key_columns=job.key_columns,
@@ -106,7 +113,7 @@ def build_query(job: Job, spec: Any, spark: Any, checkpoint_dir: str | Path) -> 
     from sparkstate.runtime.spark_sinks import attach
     from sparkstate.runtime.spark_sources import build_packed
 
-    packed = build_packed(spark, job, scratch_dir=str(Path(checkpoint_dir) / "sparkstate-sources"))
+    packed = build_packed(spark, job, _uses_end_marker(job), scratch_dir=str(Path(checkpoint_dir) / "sparkstate-sources"))
     if spec.event_time:
         packed = packed.withWatermark("ts", f"{_watermark_delay_ms(job)} milliseconds")
     # No filter for the end-of-input marker (blob NULL): Spark would push it below the
@@ -224,7 +231,7 @@ def run_job(
     meta = ckpt.job_metadata(job, spec, descriptors, settings)
     result.warnings = ckpt.check_or_write(checkpoint_dir, meta)
 
-    end = getattr(job.source_spec, "end_offset", None)
+    end = job.source_spec.end_offset(_uses_end_marker(job)) if hasattr(job.source_spec, "end_offset") else None
     if _already_complete(checkpoint_dir, end):
         result.completed = result.already_complete = True
         return result

@@ -39,6 +39,11 @@ class RangePartition(InputPartition):
     index: int = 0
 
 
+def _marker(options: dict[str, str]) -> bool:
+    """Whether the job wants the end-of-input marker (only functions with timers need it)."""
+    return options.get("pack_end_marker") == "true"
+
+
 def _packer(options: dict[str, str]) -> Packer | None:
     """The packer a sparkstate job asked for through the source options, if any."""
     keys = options.get("pack_keys")
@@ -47,12 +52,13 @@ def _packer(options: dict[str, str]) -> Packer | None:
     return Packer(json.loads(keys), int(options["pack_key_groups"]), options.get("pack_time_column") or None)
 
 
-def pack_options(job: Any) -> dict[str, str]:
+def pack_options(job: Any, marker: bool) -> dict[str, str]:
     """Source options that make sparkstate's own sources emit packed rows for ``job``."""
     return {
         "pack_keys": json.dumps(list(job.key_columns)),
         "pack_key_groups": str(job.settings.key_groups),
         "pack_time_column": job.timestamp_column or "",
+        "pack_end_marker": "true" if marker else "false",
     }
 
 
@@ -74,7 +80,8 @@ class UpiGeneratorDataSource(DataSource):
         return PACKED_SCHEMA if self.options.get("pack_keys") else UpiPayments.schema_ddl
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return UpiStreamReader(generator_from_options(self.options), _packer(self.options))
+        packer = _packer(self.options)
+        return UpiStreamReader(generator_from_options(self.options), packer, packer is not None and _marker(self.options))
 
 
 def generator_options(gen: UpiPayments) -> dict[str, str]:
@@ -86,9 +93,10 @@ def generator_from_options(options: dict[str, str]) -> UpiPayments:
 
 
 class UpiStreamReader(DataSourceStreamReader):
-    def __init__(self, gen: UpiPayments, packer: Packer | None = None) -> None:
+    def __init__(self, gen: UpiPayments, packer: Packer | None = None, marker: bool = False) -> None:
         self.gen = gen
         self.packer = packer
+        self.marker = marker and gen.has_end_marker
         self._t0: float | None = None
         self._base = 0
 
@@ -98,10 +106,10 @@ class UpiStreamReader(DataSourceStreamReader):
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         s = _offset(start) if start else 0
         events = self.gen.events
-        end = self.gen.end_offset if self.packer else events
+        end = self.gen.end_offset(self.marker)
         top = s + self.gen.max_batch if end is None else min(end, s + self.gen.max_batch)
-        if self.packer is not None and events is not None and s <= events:
-            top = min(top, events + 1)  # the final (empty) offset gets a micro-batch of its own
+        if self.marker and s <= events:  # type: ignore[operator]
+            top = min(top, events + 1)  # type: ignore[operator]  # the final offset gets a micro-batch of its own
         if self.gen.rate:
             now = time.monotonic()
             if self._t0 is None:
@@ -127,7 +135,7 @@ class UpiStreamReader(DataSourceStreamReader):
             if packed is not None:
                 seq += 1
                 yield packed
-        if self.packer is not None and self.gen.ends_in(partition.start, partition.end):
+        if self.marker and self.gen.ends_in(partition.start, partition.end):
             yield end_of_input_row(partition.index)
 
     def commit(self, end: dict) -> None:
@@ -171,8 +179,8 @@ class ListStreamReader(DataSourceStreamReader):
         with open(options["path"]) as f:
             self.batches: list[list[dict]] = json.load(f)
         self.ddl = options["schema"]
-        marker = packer is not None and options.get("end_of_input", "true") == "true"
-        self.end = len(self.batches) + (2 if marker else 0)
+        self.marker = packer is not None and _marker(options) and options.get("end_of_input", "true") == "true"
+        self.end = len(self.batches) + (2 if self.marker else 0)
 
     def initialOffset(self) -> dict:
         return {"offset": 0}
@@ -189,7 +197,7 @@ class ListStreamReader(DataSourceStreamReader):
         ts_cols = [f.name for f in schema if pa.types.is_timestamp(f.type)]
         for i in range(partition.start, partition.end):
             if i >= len(self.batches):  # the end-of-input marker, then the final empty batch
-                if self.packer is not None and i == len(self.batches):
+                if self.marker and i == len(self.batches):
                     yield end_of_input_row()
                 continue
             rows = [dict(r) for r in self.batches[i]]
@@ -256,7 +264,7 @@ def build_source(spark: Any, source: Any, scratch_dir: str | None = None, option
     )
 
 
-def build_packed(spark: Any, job: Any, scratch_dir: str | None = None) -> Any:
+def build_packed(spark: Any, job: Any, marker: bool, scratch_dir: str | None = None) -> Any:
     """The job's input as packed rows (``PACKED_SCHEMA``).
 
     sparkstate's own sources pack while they generate; any other streaming DataFrame is
@@ -264,7 +272,7 @@ def build_packed(spark: Any, job: Any, scratch_dir: str | None = None) -> Any:
     """
     source = job.source_spec
     if isinstance(source, (UpiPayments, ListSource)):
-        return build_source(spark, source, scratch_dir, pack_options(job))
+        return build_source(spark, source, scratch_dir, pack_options(job, marker))
     df = build_source(spark, source, scratch_dir)
     columns = dict(df.dtypes)
     for col in [*job.key_columns, *([job.timestamp_column] if job.timestamp_column else [])]:
