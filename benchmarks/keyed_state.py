@@ -29,11 +29,11 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench_common import measure, run_child
 
 HERE = Path(__file__).resolve()
 OUTPUT = "merchant_id string, count bigint, total double"
@@ -168,26 +168,16 @@ def _run_baseline(spark, kind: str, events: int, keys: int, max_batch: int, ckpt
 
 def child_throughput(args: argparse.Namespace) -> dict:
     """One engine: a warm-up run, then the measured run with peak memory."""
-    from sparkstate.metrics.memory import PeakMemory
-
     spark = _session()
-    work = Path(tempfile.mkdtemp(prefix="sparkstate-bench-"))
-    try:
-        def once(events: int, ckpt: Path) -> dict:
-            if args.engine == "sparkstate":
-                return _run_sparkstate(spark, events, args.keys, args.max_batch, args.backend, args.key_groups, ckpt)
-            return _run_baseline(spark, args.engine, events, args.keys, args.max_batch, ckpt)
 
-        # the warm-up only has to start the JVM's and Python's code paths: a slow baseline
-        # warms up on a tenth of its events, sparkstate on --warmup events
-        warm = args.warmup if args.engine == "sparkstate" else args.events // 10
-        once(min(warm, args.events), work / "warmup")
-        with PeakMemory() as mem:
-            result = once(args.events, work / "measured")
-        result["peak_bytes"] = mem.peak_bytes
-        return result
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    def once(events: int, ckpt: Path) -> dict:
+        if args.engine == "sparkstate":
+            return _run_sparkstate(spark, events, args.keys, args.max_batch, args.backend, args.key_groups, ckpt)
+        return _run_baseline(spark, args.engine, events, args.keys, args.max_batch, ckpt)
+
+    # the warm-up only has to start the JVM's and Python's code paths: a slow baseline
+    # warms up on a tenth of its events, sparkstate on --warmup events
+    return measure(once, args.events, args.warmup if args.engine == "sparkstate" else args.events // 10)
 
 
 def _write_sweep_input(folder: Path, state_keys: int, touch: int, batches: int) -> None:
@@ -269,11 +259,7 @@ def child_sweep(args: argparse.Namespace) -> list[dict]:
 
 
 def _child(args: list[str]) -> dict:
-    cmd = [sys.executable, str(HERE), "--child", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"benchmark step failed: {' '.join(args)}\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_child(HERE, args)  # type: ignore[return-value]
 
 
 def _mb(n: float | None) -> str:

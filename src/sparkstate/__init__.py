@@ -4,6 +4,7 @@ Importing sparkstate does not import pyspark; only running a job on Spark does.
 """
 
 from sparkstate.api import (
+    DEAD_LETTERS,
     MAX_WATERMARK,
     MIN_WATERMARK,
     AggregateFunction,
@@ -26,6 +27,16 @@ from sparkstate.api import (
     ValueState,
     ValueStateDescriptor,
     WatermarkStrategy,
+    EventTimeSessionWindows,
+    OutputTag,
+    ProcessWindowFunction,
+    SlidingEventTimeWindows,
+    TimeWindow,
+    TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows,
+    WindowAssigner,
+    WindowContext,
+    agg,
 )
 from sparkstate.api.job import Job, JobSettings
 from sparkstate.connectors import (
@@ -56,6 +67,7 @@ from sparkstate.testing import KeyedHarness
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEAD_LETTERS",
     "MAX_WATERMARK",
     "MIN_WATERMARK",
     "AggregateFunction",
@@ -99,4 +111,14 @@ __all__ = [
     "ValueState",
     "ValueStateDescriptor",
     "WatermarkStrategy",
+    "EventTimeSessionWindows",
+    "OutputTag",
+    "ProcessWindowFunction",
+    "SlidingEventTimeWindows",
+    "TimeWindow",
+    "TumblingEventTimeWindows",
+    "TumblingProcessingTimeWindows",
+    "WindowAssigner",
+    "WindowContext",
+    "agg",
 ]

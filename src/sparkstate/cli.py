@@ -44,6 +44,21 @@ def list_jobs() -> None:
     console.print(table)
 
 
+@main.command("explain")
+@click.argument("job_name", metavar="JOB")
+@click.option("--events", type=click.IntRange(min=0), default=1_000_000, show_default=True, help="Events to generate.")
+def explain_job(job_name: str, events: int) -> None:
+    """Show how a job runs: source, key, window, output, and the path the planner picks."""
+    from sparkstate.jobs import get_job
+    from sparkstate.runtime.planner import explain
+
+    try:
+        console.print(explain(get_job(job_name).job(events=events)), soft_wrap=True)
+    except SparkStateError as exc:
+        errors.print(f"[red]error:[/] {exc}", soft_wrap=True)
+        sys.exit(1)
+
+
 @main.command("run")
 @click.argument("job_name", metavar="JOB")
 @click.option("--events", type=click.IntRange(min=0), default=1_000_000, show_default=True, help="Payments to generate.")

@@ -38,6 +38,7 @@ def test_first_run_writes_then_same_job_passes(tmp_path):
         ({"key_columns": ["x"]}, "the key columns changed from \\['k'\\] to \\['x'\\]"),
         ({"source": {"type": "UpiPayments", "seed": 1}}, "the source changed"),
         ({"key_groups": 64}, "the number of key groups changed from 128 to 64"),
+        ({"plan": "native"}, "the execution path .* changed from 'python' to 'native'"),
         ({"state_backend": "hashmap"}, "the state backend changed from 'rocksdb' to 'hashmap'"),
         ({"state": {"total": "ListState[float]"}}, "state 'total' changed from ValueState\\[float\\] to ListState\\[float\\]"),
     ],

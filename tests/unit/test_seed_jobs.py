@@ -23,7 +23,7 @@ def run(name, **generator):
 def test_jobs_are_registered_with_descriptions():
     assert set(JOBS) == {
         "running-sum", "count-and-emit", "running-max", "running-average",
-        "buffer-and-flush", "feature-map", "inactivity-alert", "rate-limit",
+        "buffer-and-flush", "feature-map", "inactivity-alert", "rate-limit", "upi-per-minute",
     }
     assert all(j.description and j.seed for j in JOBS.values())
 
@@ -124,3 +124,15 @@ def test_rate_limit():
 @pytest.mark.parametrize("name", sorted(JOBS))
 def test_every_job_builds(name):
     JOBS[name].job(events=10).validate()
+
+
+def test_upi_per_minute_counts_every_payment_once_per_window():
+    job = JOBS["upi-per-minute"].job(events=3_000, merchants=20)
+    h = job.harness()
+    events = job.source_spec.events_as_dicts()
+    h.process_batch(events)
+    h.finish()
+    rows = h.output
+    assert sum(r["payments"] for r in rows) == len(events)
+    assert all(r["window_end"] - r["window_start"] == 60_000 and r["window_start"] % 60_000 == 0 for r in rows)
+    assert len({(r["merchant_id"], r["window_start"]) for r in rows}) == len(rows)

@@ -3,12 +3,15 @@
 Nothing here imports pyspark; the same classes run in the test harness and on Spark.
 """
 
+from sparkstate.api import agg
 from sparkstate.api.functions import (
+    DEAD_LETTERS,
     MAX_WATERMARK,
     MIN_WATERMARK,
     Context,
     KeyedProcessFunction,
     OnTimerContext,
+    OutputTag,
     RuntimeContext,
     TimeDomain,
     TimerService,
@@ -29,28 +32,49 @@ from sparkstate.api.state import (
     ValueStateDescriptor,
 )
 from sparkstate.api.time import WatermarkStrategy
+from sparkstate.api.windows import (
+    EventTimeSessionWindows,
+    ProcessWindowFunction,
+    SlidingEventTimeWindows,
+    TimeWindow,
+    TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows,
+    WindowAssigner,
+    WindowContext,
+)
 
 __all__ = [
+    "DEAD_LETTERS",
     "MAX_WATERMARK",
     "MIN_WATERMARK",
     "AggregateFunction",
     "AggregatingState",
     "AggregatingStateDescriptor",
     "Context",
+    "EventTimeSessionWindows",
     "KeyedProcessFunction",
     "ListState",
     "ListStateDescriptor",
     "MapState",
     "MapStateDescriptor",
     "OnTimerContext",
+    "OutputTag",
+    "ProcessWindowFunction",
     "ReducingState",
     "ReducingStateDescriptor",
     "RuntimeContext",
     "Schema",
+    "SlidingEventTimeWindows",
     "StateDescriptor",
     "TimeDomain",
+    "TimeWindow",
     "TimerService",
+    "TumblingEventTimeWindows",
+    "TumblingProcessingTimeWindows",
     "ValueState",
     "ValueStateDescriptor",
     "WatermarkStrategy",
+    "WindowAssigner",
+    "WindowContext",
+    "agg",
 ]

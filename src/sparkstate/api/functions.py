@@ -7,6 +7,7 @@ milliseconds (ints), as in Flink.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Iterable
 
@@ -30,11 +31,13 @@ from sparkstate.api.time import MAX_WATERMARK, MIN_WATERMARK
 from sparkstate.errors import StateAccessError, StateDescriptorError, TimerError
 
 __all__ = [
+    "DEAD_LETTERS",
     "MAX_WATERMARK",
     "MIN_WATERMARK",
     "Context",
     "KeyedProcessFunction",
     "OnTimerContext",
+    "OutputTag",
     "RuntimeContext",
     "TimeDomain",
     "TimerService",
@@ -135,6 +138,36 @@ class TimerService:
                 del self._scope.rec[TIMERS_FIELD]  # type: ignore[index]
 
 
+@dataclass(frozen=True)
+class OutputTag:
+    """Names a side output: rows a function emits beside its main output (Flink's ``OutputTag``).
+
+    ``schema`` is the side rows' schema (DDL string, dataclass or ``Schema``); a job routes each
+    tag to a sink of its own with ``Job.side_output(tag, sink)``.
+
+    Example::
+
+        SUSPICIOUS = OutputTag("suspicious", "merchant_id string, amount double")
+
+        def process_element(self, event, ctx):
+            if event["amount"] > 10_000:
+                ctx.output(SUSPICIOUS, event)
+    """
+
+    name: str
+    schema: Any = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ValueError(f"an OutputTag needs a name made of letters, digits and _, got {self.name!r}")
+
+
+#: Events the job could not process (no or unreadable event time): the raw event and the reason.
+DEAD_LETTERS = OutputTag("dead_letters", "raw string, reason string")
+#: Window elements later than the allowed lateness (the source's own columns).
+LATE_DATA_NAME = "late_data"
+
+
 class Context:
     """The context of ``process_element``: current key, element timestamp, timer service."""
 
@@ -154,6 +187,12 @@ class Context:
 
     def timer_service(self) -> TimerService:
         return self._timer_service
+
+    def output(self, tag: OutputTag, value: Any) -> None:
+        """Emit ``value`` to the side output ``tag`` instead of the main output."""
+        if not isinstance(tag, OutputTag):
+            raise TypeError(f"output needs an OutputTag, got {tag!r}")
+        self._scope.side.append((tag.name, value))
 
 
 class OnTimerContext(Context):

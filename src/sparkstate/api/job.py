@@ -13,9 +13,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from sparkstate.api.functions import KeyedProcessFunction
+from sparkstate.api.agg import Agg, BuiltinAggregates
+from sparkstate.api.functions import DEAD_LETTERS, LATE_DATA_NAME, KeyedProcessFunction, OutputTag
 from sparkstate.api.schema import Schema
-from sparkstate.api.time import WatermarkStrategy
+from sparkstate.api.state import AggregateFunction
+from sparkstate.api.time import Duration, WatermarkStrategy, to_millis
+from sparkstate.api.windows import ProcessWindowFunction, WindowAssigner
 from sparkstate.errors import JobDefinitionError
 
 if TYPE_CHECKING:
@@ -39,6 +42,7 @@ class JobSettings:
     * ``bucket_size`` - keys per state-store entry inside a key group.
     * ``trigger_interval`` - how often a micro-batch starts (Flink's checkpoint interval is
       the closest analogue: each micro-batch is a checkpoint).
+    * ``window_path`` - ``"auto"`` (default), ``"python"`` or ``"native"``: see ``sparkstate explain``.
     """
 
     key_groups: int = DEFAULT_KEY_GROUPS
@@ -46,6 +50,9 @@ class JobSettings:
     state_backend: str = "rocksdb"
     bucket_size: int = DEFAULT_BUCKET_SIZE
     trigger_interval: str = "500 milliseconds"
+    #: window jobs: "auto" lets the planner pick the native Spark SQL path when it applies;
+    #: "python" or "native" force one (native fails when the job cannot run there)
+    window_path: str = "auto"
 
     def __post_init__(self) -> None:
         if not isinstance(self.key_groups, int) or not 1 <= self.key_groups <= 32768:
@@ -54,6 +61,8 @@ class JobSettings:
             raise JobDefinitionError(f"parallelism must be a positive int, got {self.parallelism!r}")
         if self.state_backend not in ("rocksdb", "hashmap"):
             raise JobDefinitionError(f"state_backend must be 'rocksdb' or 'hashmap', got {self.state_backend!r}")
+        if self.window_path not in ("auto", "python", "native"):
+            raise JobDefinitionError(f"window_path must be 'auto', 'python' or 'native', got {self.window_path!r}")
         if not isinstance(self.bucket_size, int) or self.bucket_size < 1:
             raise JobDefinitionError(f"bucket_size must be a positive int, got {self.bucket_size!r}")
 
@@ -82,6 +91,14 @@ class Job:
     output: Schema | None = None
     sink_spec: Any = None
     settings: JobSettings = field(default_factory=JobSettings)
+    #: windowing: the assigner, the allowed lateness, and the window function as given
+    window_assigner: WindowAssigner | None = None
+    lateness_ms: int = 0
+    window_kind: str | None = None
+    window_function: Any = None
+    #: user-declared side outputs and where each side output goes: ``(tag, sink)``
+    side_tags: tuple[OutputTag, ...] = ()
+    side_sinks: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -99,7 +116,7 @@ class Job:
                     "WatermarkStrategy.for_bounded_out_of_orderness(...).with_timestamp_column('ts')"
                 )
             watermark = watermark.with_timestamp_column(column)
-        return replace(self, source_spec=source, watermark=watermark)
+        return replace(self, source_spec=source, watermark=watermark)._windowed()
 
     def key_by(self, *columns: str) -> "Job":
         """Partition the stream by these columns; each key gets its own state and timers."""
@@ -107,16 +124,177 @@ class Job:
             raise JobDefinitionError(f"key_by needs one or more column names, got {columns!r}")
         if len(set(columns)) != len(columns):
             raise JobDefinitionError(f"key_by repeats a column: {columns!r}")
-        return replace(self, key_columns=tuple(columns))
+        return replace(self, key_columns=tuple(columns))._windowed()
 
-    def process(self, function: KeyedProcessFunction, *, output_schema: Any) -> "Job":
-        """Run ``function`` on the keyed stream; it emits rows of ``output_schema``."""
+    def process(self, function: Any, *, output_schema: Any) -> "Job":
+        """Run ``function`` on the keyed stream; it emits rows of ``output_schema``.
+
+        After ``.window(...)``, ``function`` is a :class:`ProcessWindowFunction` that sees each
+        window's elements when it fires.
+        """
+        if self.window_assigner is not None:
+            if not isinstance(function, ProcessWindowFunction):
+                raise JobDefinitionError(
+                    f"process after .window(...) needs a ProcessWindowFunction instance, got {function!r}"
+                )
+            return replace(self, window_kind="process", window_function=function, output=Schema.of(output_schema))._windowed()
         if not isinstance(function, KeyedProcessFunction):
             raise JobDefinitionError(
                 f"process needs a KeyedProcessFunction instance, got {function!r}"
                 + (" (a class: add ())" if isinstance(function, type) else "")
             )
         return replace(self, function=function, output=Schema.of(output_schema))
+
+    # ------------------------------------------------------------------ windows
+
+    def window(self, assigner: WindowAssigner) -> "Job":
+        """Group each key's elements into windows (tumbling, sliding, session...)."""
+        if not self.key_columns:
+            raise JobDefinitionError("window(...) needs a keyed stream: call .key_by(...) first")
+        if not isinstance(assigner, WindowAssigner):
+            raise JobDefinitionError(
+                f"window needs a window assigner such as TumblingEventTimeWindows.of(...), got {assigner!r}"
+            )
+        if assigner.time == "event" and self.watermark is None:
+            raise JobDefinitionError(
+                f"{assigner.describe()} need event time: give .source(...) a WatermarkStrategy first"
+            )
+        return replace(self, window_assigner=assigner)._windowed()
+
+    def allowed_lateness(self, lateness: Duration) -> "Job":
+        """Keep windows this long after they fire; a late element re-fires its window."""
+        ms = to_millis(lateness, "allowed_lateness")
+        if ms < 0:
+            raise JobDefinitionError(f"allowed_lateness must not be negative, got {ms} ms")
+        if self.window_assigner is None:
+            raise JobDefinitionError("allowed_lateness(...) applies to windows: call .window(...) first")
+        if self.window_assigner.time != "event":
+            raise JobDefinitionError("allowed_lateness applies to event-time windows only")
+        return replace(self, lateness_ms=ms)._windowed()
+
+    def side_output_late_data(self, sink: Any) -> "Job":
+        """Send elements later than the allowed lateness to ``sink`` (by default they are
+        kept under the checkpoint directory's ``side-outputs/late_data``)."""
+        if self.window_assigner is None:
+            raise JobDefinitionError("side_output_late_data(...) applies to windows: call .window(...) first")
+        return self._with_side_sink(LATE_DATA_NAME, sink)
+
+    def dead_letters(self, sink: Any) -> "Job":
+        """Send events that cannot be processed (no or unreadable event time) to ``sink``
+        with the reason (by default: the checkpoint directory's ``side-outputs/dead_letters``)."""
+        return self._with_side_sink(DEAD_LETTERS.name, sink)
+
+    def side_output(self, tag: OutputTag, sink: Any) -> "Job":
+        """Send the rows a function emits with ``ctx.output(tag, row)`` to ``sink``."""
+        if not isinstance(tag, OutputTag):
+            raise JobDefinitionError(f"side_output needs an OutputTag, got {tag!r}")
+        if tag.schema is None:
+            raise JobDefinitionError(f"OutputTag {tag.name!r} needs a schema to be written to a sink")
+        if tag.name in (DEAD_LETTERS.name, LATE_DATA_NAME):
+            raise JobDefinitionError(f"the side output name {tag.name!r} is sparkstate's own; choose another")
+        tags = tuple(t for t in self.side_tags if t.name != tag.name) + (tag,)
+        return replace(self, side_tags=tags)._with_side_sink(tag.name, sink)
+
+    def _with_side_sink(self, name: str, sink: Any) -> "Job":
+        if sink is None:
+            raise JobDefinitionError(f"side output {name!r} needs a sink")
+        sinks = tuple((n, s) for n, s in self.side_sinks if n != name) + ((name, sink),)
+        return replace(self, side_sinks=sinks)
+
+    def reduce(self, function: Any, *, output_schema: Any) -> "Job":
+        """Fold each window's elements with ``function(a, b) -> element``; the result row gets
+        ``window_start`` and ``window_end``."""
+        self._need_window("reduce")
+        if not callable(function):
+            raise JobDefinitionError(f"reduce needs a function (a, b) -> element, got {function!r}")
+        return replace(self, window_kind="reduce", window_function=function, output=Schema.of(output_schema))._windowed()
+
+    def aggregate(self, *aggregates: Any, output_schema: Any = None) -> "Job":
+        """Aggregate each window: built-ins (``agg.count()``, ``agg.sum("amount")``...) or one
+        :class:`AggregateFunction` whose ``get_result`` returns a dict of output columns.
+
+        Rows are the key columns, ``window_start``, ``window_end`` and the results. With
+        built-ins only, the output schema is derived from the source's and the planner may run
+        the job natively on Spark SQL.
+        """
+        self._need_window("aggregate")
+        if len(aggregates) == 1 and isinstance(aggregates[0], AggregateFunction):
+            function: Any = aggregates[0]
+            if output_schema is None:
+                raise JobDefinitionError("aggregate with an AggregateFunction needs output_schema=...")
+        elif aggregates and all(isinstance(a, Agg) for a in aggregates):
+            function = BuiltinAggregates(tuple(aggregates))
+        else:
+            raise JobDefinitionError(
+                "aggregate takes built-in aggregates (agg.count(), agg.sum('x')...) or one AggregateFunction, "
+                f"got {aggregates!r}"
+            )
+        job = replace(self, window_kind="aggregate", window_function=function)
+        schema = Schema.of(output_schema) if output_schema is not None else job._builtin_output_schema()
+        return replace(job, output=schema)._windowed()
+
+    def _need_window(self, what: str) -> None:
+        if self.window_assigner is None:
+            raise JobDefinitionError(f"{what}(...) is a window function: call .window(...) first")
+
+    def _builtin_output_schema(self) -> Schema:
+        source_ddl = getattr(self.source_spec, "schema_ddl", None)
+        if not source_ddl:
+            raise JobDefinitionError(
+                f"job {self.name!r}: the source's columns are not known here; pass output_schema=... to aggregate"
+            )
+        source = Schema.of(source_ddl)
+        types = dict(zip(source.names, source.types))
+        cols = []
+        for c in self.key_columns:
+            if c not in types:
+                from sparkstate.errors import KeyColumnError
+
+                raise KeyColumnError(f"job {self.name!r}: key column {c!r} is not in the source's columns {list(source.names)}")
+            cols.append(f"{c} {types[c]}")
+        cols += ["window_start timestamp", "window_end timestamp"]
+        for a in self.window_function.aggs:
+            if a.column is not None and a.column not in types:
+                raise JobDefinitionError(
+                    f"job {self.name!r}: agg.{a.function}({a.column!r}): no such column in the source {list(source.names)}"
+                )
+            cols.append(f"{a.name} {a.output_type(types.get(a.column) if a.column else None)}")
+        return Schema.of(", ".join(cols))
+
+    def _windowed(self) -> "Job":
+        """Compile the window settings into the job's keyed function (once all are given)."""
+        if self.window_assigner is None or self.window_kind is None:
+            return self
+        from sparkstate.runtime.windowing import WindowOperator
+
+        late = None
+        if self.window_assigner.time == "event":
+            late = OutputTag(LATE_DATA_NAME, getattr(self.source_spec, "schema_ddl", None))
+        fn = WindowOperator(
+            self.window_assigner, self.window_kind, self.window_function, self.key_columns, self.lateness_ms, late
+        )
+        return replace(self, function=fn)
+
+    @property
+    def side_output_names(self) -> tuple[str, ...]:
+        """Every side output this job can produce."""
+        names = [t.name for t in self.side_tags]
+        if self.timestamp_column:
+            names.append(DEAD_LETTERS.name)
+        if self.window_assigner is not None and self.window_assigner.time == "event":
+            names.append(LATE_DATA_NAME)
+        return tuple(names)
+
+    def side_output_schema(self, name: str) -> Schema | None:
+        if name == DEAD_LETTERS.name:
+            return Schema.of(DEAD_LETTERS.schema)
+        if name == LATE_DATA_NAME:
+            ddl = getattr(self.source_spec, "schema_ddl", None)
+            return Schema.of(ddl) if ddl else None
+        for t in self.side_tags:
+            if t.name == name:
+                return Schema.of(t.schema)
+        return None
 
     def sink(self, sink: Any) -> "Job":
         """Write the function's output to ``sink``."""
@@ -143,6 +321,8 @@ class Job:
             )
             if not ok
         ]
+        if self.window_assigner is not None and self.window_kind is None:
+            missing.insert(0, "a window function (.aggregate(...), .reduce(...) or .process(...))")
         if missing:
             raise JobDefinitionError(f"job {self.name!r} is missing " + ", ".join(missing))
         schema_ddl = getattr(self.source_spec, "schema_ddl", None)

@@ -261,7 +261,9 @@ class KeyScope:
     ``rec`` is the current key's record: ``{state name: value, TIMERS_FIELD: {(domain, ts)}}``.
     """
 
-    __slots__ = ("key", "rec", "timestamp", "watermark", "processing_time", "due", "timers_enabled", "event_time")
+    __slots__ = (
+        "key", "rec", "timestamp", "watermark", "processing_time", "due", "timers_enabled", "event_time", "side",
+    )
 
     def __init__(self) -> None:
         self.key: Any = None
@@ -275,6 +277,8 @@ class KeyScope:
         self.timers_enabled = False
         #: a watermark can reach event-time timers (a watermark strategy, or a bounded input)
         self.event_time = True
+        #: side-output rows of the batch so far: ``(tag name, row)``
+        self.side: list = []
 
 
 class _Handle:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -93,6 +94,14 @@ class UpiPayments:
     @property
     def has_end_marker(self) -> bool:
         return self.events is not None and self.end_of_input
+
+    def always_has_event_time(self, column: str | None) -> bool:
+        """Every generated event has its event time (so none can be a dead letter)."""
+        return column == self.time_column
+
+    def never_behind_watermark(self, strategy: Any) -> bool:
+        """No event is behind a watermark that allows at least the generator's disorder."""
+        return strategy.max_out_of_orderness_ms >= self.max_out_of_orderness_ms
 
     def end_offset(self, marker: bool = True) -> int | None:
         """The offset a finished run has read to (None: unbounded).

@@ -14,6 +14,16 @@ from sparkstate.api.schema import Schema
 from sparkstate.errors import JobDefinitionError
 
 
+def _millis(value: Any) -> int | None:
+    import datetime as dt
+
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        return int(value.timestamp() * 1000)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 @dataclass(frozen=True)
 class ListSource:
     """Each inner list becomes exactly one micro-batch, in order; replayable by batch index.
@@ -57,6 +67,29 @@ class ListSource:
     @property
     def has_end_marker(self) -> bool:
         return self.end_of_input
+
+    def always_has_event_time(self, column: str | None) -> bool:
+        """Whether every event holds a timestamp in ``column`` (none would be a dead letter)."""
+        import datetime as dt
+
+        return column is not None and all(
+            isinstance(e.get(column), (int, dt.datetime)) and not isinstance(e.get(column), bool)
+            for b in self.batches for e in b
+        )
+
+    def never_behind_watermark(self, strategy: Any) -> bool:
+        """No event arrives at or behind the watermark of its micro-batch (each batch's watermark
+        follows from the largest event time of the batches before it)."""
+        col = strategy.timestamp_column or self.time_column
+        top: int | None = None
+        for batch in self.batches:
+            stamps = [_millis(e.get(col)) for e in batch]
+            if top is not None and any(t is not None and t <= strategy.watermark_for(top) for t in stamps):
+                return False
+            present = [t for t in stamps if t is not None]
+            if present:
+                top = max(present) if top is None else max(top, *present)
+        return True
 
     def end_offset(self, marker: bool = True) -> int:
         """The offset a finished run has read to (marker and final batch count, see UpiPayments)."""

@@ -40,6 +40,7 @@ _MODULES = [
     "feature_map",
     "inactivity_alert",
     "rate_limit",
+    "upi_per_minute",
 ]
 
 JOBS: dict[str, SeedJob] = {}

@@ -76,6 +76,9 @@ def summary_table(result: RunResult, title: str | None = None) -> Table:
         table.add_row("after the first batch", f"{steady:,.0f} events/s")
     keys = f"{result.state_keys:,} keys in " if result.state_keys is not None else ""
     table.add_row("state", f"{keys}{result.state_rows or 0:,} entries, {human_bytes(result.state_bytes)}")
+    table.add_row("path", result.plan + (" (Spark SQL)" if result.plan == "native" else ""))
+    for name, n in sorted(result.side_outputs.items()):
+        table.add_row(name.replace("_", " "), f"{n:,} rows (side output)")
     if result.peak_memory_bytes:
         table.add_row("peak memory", f"{human_bytes(result.peak_memory_bytes)} (driver, JVM and Python workers)")
     table.add_row("checkpoint", result.checkpoint_dir)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkstate.errors import CheckpointMismatchError
+from sparkstate.runtime.planner import plan
 
 METADATA_FILE = "sparkstate.json"
 FORMAT_VERSION = 1
@@ -27,8 +28,10 @@ _MUST_MATCH = {
     "bucket_size": "the state bucket size",
     "time_mode": "the Spark time mode (timers/watermark use)",
     "state_backend": "the state backend",
+    "plan": "the execution path (python or native; see sparkstate explain)",
 }
 
+_DEFAULTS = {"plan": "python"}
 
 #: generator fields that only shape micro-batches; any other change alters the events
 _BATCH_SHAPING = {"rate", "max_batch", "partitions"}
@@ -56,6 +59,7 @@ def job_metadata(job: Any, spec: Any, descriptors: list, settings: dict) -> dict
         "bucket_size": spec.bucket_size,
         "time_mode": spec.time_mode,
         "state_backend": job.settings.state_backend,
+        "plan": plan(job).path,
         "state": {d.name: d.describe() for d in descriptors},
         "settings": settings,
     }
@@ -96,7 +100,8 @@ def check_or_write(checkpoint_dir: str | os.PathLike, meta: dict) -> list[str]:
     if old.get("job") != meta["job"]:
         problems.append(f"it belongs to job {old.get('job')!r}, not {meta['job']!r}")
     for field, label in _MUST_MATCH.items():
-        was, now = old.get(field), meta.get(field)
+        default = _DEFAULTS.get(field)  # what checkpoints written before the field existed mean
+        was, now = old.get(field, default), meta.get(field, default)
         if was == now:
             continue
         if isinstance(was, dict) and isinstance(now, dict):

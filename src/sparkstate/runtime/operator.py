@@ -22,12 +22,14 @@ class only reads and mutates the dicts it is handed and remembers which keys it 
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import reprlib
 import types
 from operator import itemgetter, methodcaller
 from typing import Any, Callable, Iterable, Sequence
 
 from sparkstate.api.functions import (
+    DEAD_LETTERS,
     MIN_WATERMARK,
     Context,
     KeyedProcessFunction,
@@ -132,6 +134,7 @@ class KeyedOperator:
         scope.watermark = MIN_WATERMARK if watermark is None else watermark
         scope.processing_time = processing_time
         scope.due = []
+        scope.side = []
         self._load = load
         self.touched = {}
 
@@ -185,9 +188,17 @@ class KeyedOperator:
             rec = touched.get(key)
             if rec is None:
                 rec = self._record_for(key, ev)
+            if ts_of is not None:
+                t = ts_of(ev)
+                if type(t) is not int:
+                    t = self._event_time_of(ev, t)
+                    if t is None:
+                        continue  # a dead letter
+                scope.timestamp = t
+            else:
+                scope.timestamp = None
             scope.key = key
             scope.rec = rec
-            scope.timestamp = ts_of(ev) if ts_of is not None else None
             try:
                 result = process_element(ev, ctx)
                 if result is not None:
@@ -199,6 +210,26 @@ class KeyedOperator:
             except Exception as exc:
                 raise self._user_error("process_element", key, ev, exc) from exc
         return out
+
+    def _event_time_of(self, ev: dict, t: Any) -> int | None:
+        """An event time that is not epoch ms yet: a datetime is converted; anything else
+        (missing, unparseable) sends the event to the dead-letter output with the reason."""
+        if isinstance(t, _dt.datetime):
+            return to_epoch_millis(t)
+        if isinstance(t, int) and not isinstance(t, bool):
+            return int(t)
+        col = self.timestamp_column
+        reason = (
+            f"no event time: column {col!r} is null" if t is None
+            else f"event time {_short.repr(t)} in column {col!r} is not a timestamp"
+        )
+        self.scope.side.append((DEAD_LETTERS.name, {"raw": dead_letter_text(ev), "reason": reason}))
+        return None
+
+    def take_side(self) -> list:
+        """Side-output rows ``(tag name, row)`` emitted since the last call."""
+        side, self.scope.side = self.scope.side, []
+        return side
 
     def fire_due(self, candidates: Iterable[tuple[Any, dict]]) -> list:
         """Fire every due timer of ``candidates`` (and of records that registered due timers)."""
@@ -269,6 +300,14 @@ class KeyedOperator:
         return ProcessFunctionError(
             f"{self.name}.{phase} failed for key {key!r} on {what_s}: {type(exc).__name__}: {exc}"
         )
+
+
+def dead_letter_text(ev: Any) -> str:
+    """An event as JSON text for the dead-letter output (non-JSON values as their str)."""
+    try:
+        return json.dumps(ev, default=str, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(ev)
 
 
 def due_timer_limits(rec: dict, watermark: int, processing_time: int) -> bool:

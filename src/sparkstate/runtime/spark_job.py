@@ -24,6 +24,7 @@ from sparkstate.errors import JobDefinitionError, JobFailedError
 from sparkstate.runtime import checkpoint as ckpt
 from sparkstate.runtime.operator import KeyedOperator
 from sparkstate.runtime.packing import END_OF_INPUT_MS
+from sparkstate.runtime.planner import NATIVE, plan
 
 
 @dataclass
@@ -48,6 +49,12 @@ class RunResult:
     peak_memory_bytes: int | None = None
     warnings: list[str] = field(default_factory=list)
     progress: list[dict] = field(default_factory=list)
+    #: side-output rows written in this run, by side output (late_data, dead_letters...)
+    side_outputs: dict[str, int] = field(default_factory=dict)
+    #: "python" or "native" (see ``sparkstate explain``)
+    plan: str = "python"
+    #: rows Spark's own operator dropped as late (the native window path)
+    late_rows_dropped: int = 0
 
     @property
     def events_per_second(self) -> float:
@@ -104,13 +111,19 @@ def _operator_spec(job: Job) -> Any:
         bucket_size=job.settings.bucket_size,
         event_time=job.watermark is not None or marker,
         end_watermark=END_OF_INPUT_MS - _watermark_delay_ms(job) if marker else None,
+        side_outputs=job.side_output_names,
     )
 
 
-def build_query(job: Job, spec: Any, spark: Any, checkpoint_dir: str | Path) -> Any:
+def side_output_dir(checkpoint_dir: str | Path) -> str:
+    """Where side outputs without a sink of their own are kept (Parquet, one folder per batch)."""
+    return str(Path(checkpoint_dir) / "side-outputs")
+
+
+def build_query(job: Job, spec: Any, spark: Any, checkpoint_dir: str | Path, side_counts: dict | None = None) -> Any:
     """The configured ``DataStreamWriter`` of ``job``."""
     from sparkstate.runtime.spark_processor import GROUP_STATE_SCHEMA, KeyGroupFunction, KeyGroupProcessor
-    from sparkstate.runtime.spark_sinks import attach
+    from sparkstate.runtime.spark_sinks import attach, attach_dispatch
     from sparkstate.runtime.spark_sources import build_packed
 
     packed = build_packed(spark, job, _uses_end_marker(job), scratch_dir=str(Path(checkpoint_dir) / "sparkstate-sources"))
@@ -124,19 +137,23 @@ def build_query(job: Job, spec: Any, spark: Any, checkpoint_dir: str | Path) -> 
     if job.settings.state_backend == "rocksdb":
         out = grouped.transformWithStateInPandas(
             KeyGroupProcessor(spec),
-            outputStructType=spec.output.ddl,
+            outputStructType=spec.output_ddl,
             outputMode="Append",
             timeMode=spec.time_mode,
         )
     else:  # transformWithState refuses Spark's in-memory store; this operator takes it
         out = grouped.applyInPandasWithState(
             KeyGroupFunction(spec),
-            outputStructType=spec.output.ddl,
+            outputStructType=spec.output_ddl,
             stateStructType=GROUP_STATE_SCHEMA,
             outputMode="Append",
             timeoutConf="ProcessingTimeTimeout" if spec.needs_clock else "NoTimeout",
         )
-    writer = attach(job.sink_spec, out.writeStream.queryName(_query_name(job.name)))
+    stream = out.writeStream.queryName(_query_name(job.name))
+    if spec.side_outputs:
+        writer = attach_dispatch(job, stream, side_output_dir(checkpoint_dir), side_counts if side_counts is not None else {})
+    else:
+        writer = attach(job.sink_spec, stream)
     return writer.option("checkpointLocation", str(checkpoint_dir)).trigger(processingTime=job.settings.trigger_interval)
 
 
@@ -228,6 +245,8 @@ def run_job(
     spec = _operator_spec(job)
     partitions = job.settings.parallelism or int(spark.sparkContext.defaultParallelism)
     settings = {"parallelism": partitions}
+    chosen = plan(job)
+    result.plan = chosen.path
     meta = ckpt.job_metadata(job, spec, descriptors, settings)
     result.warnings = ckpt.check_or_write(checkpoint_dir, meta)
 
@@ -238,7 +257,12 @@ def run_job(
 
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", state_store_class(job.settings.state_backend))
-    writer = build_query(job, spec, spark, checkpoint_dir)
+    if chosen.path == NATIVE:
+        from sparkstate.runtime.native_windows import build_native_query
+
+        writer = build_native_query(job, spark, checkpoint_dir, _uses_end_marker(job))
+    else:
+        writer = build_query(job, spec, spark, checkpoint_dir, result.side_outputs)
 
     started = time.monotonic()
     query = writer.start()
@@ -288,6 +312,7 @@ def _account(result: RunResult, p: dict, events: int) -> None:
         result.output_rows = (result.output_rows or 0) + sink_rows
     ops = p.get("stateOperators") or []
     if ops:
+        result.late_rows_dropped += sum(int(o.get("numRowsDroppedByWatermark") or 0) for o in ops)
         result.state_rows = ops[0].get("numRowsTotal")
         result.state_bytes = state_bytes(ops[0])
 

@@ -47,6 +47,9 @@ from sparkstate.runtime.operator import KeyedOperator
 from sparkstate.runtime.output import arrow_table
 from sparkstate.runtime.packing import has_map, unpack_events
 
+#: side rows: the side output's name, and the row pickled (main rows have nulls here)
+SIDE_COLUMN = "__side"
+SIDE_ROW_COLUMN = "__side_row"
 META_STATE = "meta"
 BUCKETS_STATE = "buckets"
 #: the state row of the hashmap backend's applyInPandasWithState
@@ -68,6 +71,16 @@ class OperatorSpec:
     event_time: bool
     #: Spark's watermark once it has seen the end-of-input marker (None: the source has none)
     end_watermark: int | None = None
+    #: the side outputs the job can produce; when there are any, side rows travel in the
+    #: output as ``(SIDE_COLUMN, SIDE_ROW_COLUMN)`` and a dispatcher splits them off
+    side_outputs: tuple[str, ...] = ()
+
+    @property
+    def output_ddl(self) -> str:
+        """The operator's output struct: the job's output, plus the side-output columns."""
+        if not self.side_outputs:
+            return self.output.ddl
+        return f"{self.output.ddl}, {SIDE_COLUMN} string, {SIDE_ROW_COLUMN} binary"
 
     @property
     def needs_clock(self) -> bool:
@@ -82,18 +95,38 @@ class OperatorSpec:
 # --------------------------------------------------------------------------- output
 
 
-def to_frame(rows: list, schema: Schema, arrow: pa.Schema, arrow_backed: bool = True) -> pd.DataFrame:
+def to_frame(
+    rows: list, schema: Schema, arrow: pa.Schema, arrow_backed: bool = True, side: list | None = None
+) -> pd.DataFrame:
     """Emitted rows as a pandas DataFrame of the output schema (checked in Arrow first).
 
-    transformWithState takes Arrow-backed pandas columns and converts them back to Arrow
-    without copying; applyInPandasWithState needs plain numpy columns.
+    With ``side`` (a list, maybe empty: the job has side outputs), side-output rows follow
+    the main rows, in the two side columns. transformWithState takes Arrow-backed pandas
+    columns and converts them back to Arrow without copying; applyInPandasWithState needs
+    plain numpy columns.
     """
     table = arrow_table(rows, schema, arrow)
+    if side is not None:
+        table = _with_side(table, side)
+        arrow = table.schema
     # Spark's converters expect Python dicts for map columns, so nested columns stay plain.
     mapper = _arrow_dtype if arrow_backed else None
     if any(has_map(f.type) for f in arrow):
         return table.to_pandas(types_mapper=mapper, maps_as_pydicts="strict")
     return table.to_pandas(types_mapper=mapper)
+
+
+def _with_side(table: pa.Table, side: list) -> pa.Table:
+    n = table.num_rows
+    table = table.append_column(SIDE_COLUMN, pa.nulls(n, pa.string())).append_column(SIDE_ROW_COLUMN, pa.nulls(n, pa.binary()))
+    if not side:
+        return table
+    m = len(side)
+    cols = [pa.nulls(m, f.type) for f in table.schema][:-2]
+    cols.append(pa.array([name for name, _ in side], pa.string()))
+    cols.append(pa.array([pickle.dumps(row, protocol=PICKLE_PROTOCOL) for _, row in side], pa.binary()))
+    # one chunk per column: Spark converts Arrow-backed pandas columns chunk by chunk
+    return pa.concat_tables([table, pa.Table.from_arrays(cols, schema=table.schema)]).combine_chunks()
 
 
 def _arrow_dtype(t: pa.DataType) -> Any:
@@ -142,13 +175,17 @@ class KeyGroupRunner:
             op = self.op
             op.begin_batch(watermark, now, store.record_for)
             rows = op.run_batch(events, store.due_candidates(watermark, now))
+            side = op.take_side()
             writes = store.flush(op.take_touched())
             state.schedule(meta, now, expired)
             dumped = meta.dumps()
             state.write(writes, dumped if dumped != stored else None)  # meta rarely changes
-            if not rows:
+            if not rows and not side:
                 return None
-            return to_frame(rows, self.spec.output, self.spec.output_arrow, self.arrow_backed)
+            return to_frame(
+                rows, self.spec.output, self.spec.output_arrow, self.arrow_backed,
+                side if self.spec.side_outputs else None,
+            )
         finally:
             gc.enable()
 

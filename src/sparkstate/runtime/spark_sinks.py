@@ -1,7 +1,17 @@
-"""Attaching sparkstate's sink specs to a Spark ``DataStreamWriter``."""
+"""Attaching sparkstate's sink specs to a Spark ``DataStreamWriter``.
+
+A job without side outputs writes straight to its sink (Spark's own file sink for Parquet).
+A job with side outputs (late data, dead letters, the function's own tags) writes through
+:func:`attach_dispatch`: each micro-batch is computed once, its side rows are split off by
+tag and each part goes to its sink. Every part of batch ``n`` is written idempotently (Parquet
+into ``batch_id=n`` folders, replaced on replay), so a replayed batch does not double rows.
+"""
 
 from __future__ import annotations
 
+import os
+import pickle
+import shutil
 from typing import Any
 
 from sparkstate.connectors.sinks import ConsoleSink, ForeachBatchSink, MemorySink, NoopSink, ParquetSink
@@ -9,15 +19,15 @@ from sparkstate.errors import JobDefinitionError
 from sparkstate.runtime.output import python_rows
 
 
-def _print_batch(sink: ConsoleSink, df: Any, batch_id: int) -> None:
+def _print_batch(sink: ConsoleSink, df: Any, batch_id: int, title: str = "") -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = df.toArrow()
+    table = df if hasattr(df, "num_rows") else df.toArrow()
     if table.num_rows == 0:
         return
     shown = table.slice(0, sink.rows).to_pylist()
-    view = Table(title=f"batch {batch_id}: {table.num_rows:,} rows" + (f" (first {len(shown)})" if table.num_rows > len(shown) else ""),
+    view = Table(title=f"{title}batch {batch_id}: {table.num_rows:,} rows" + (f" (first {len(shown)})" if table.num_rows > len(shown) else ""),
                  title_justify="left")
     for name in table.column_names:
         view.add_column(name, overflow="ellipsis" if sink.truncate else "fold", max_width=40 if sink.truncate else None)
@@ -41,3 +51,87 @@ def attach(sink: Any, writer: Any) -> Any:
     if isinstance(sink, ForeachBatchSink):
         return writer.foreachBatch(sink.fn)
     raise JobDefinitionError(f"unsupported sink {sink!r}; use ConsoleSink, ParquetSink, MemorySink, NoopSink or ForeachBatchSink")
+
+
+# --------------------------------------------------------------------------- side outputs
+
+
+def write_batch(sink: Any, df: Any, batch_id: int) -> None:
+    """Write one micro-batch's main rows (a batch DataFrame) to ``sink``, idempotently."""
+    if isinstance(sink, MemorySink):
+        sink.put(batch_id, python_rows(df.toArrow()))
+    elif isinstance(sink, ParquetSink):
+        df.write.mode("overwrite").parquet(os.path.join(sink.path, f"batch_id={batch_id}"))
+    elif isinstance(sink, ConsoleSink):
+        _print_batch(sink, df, batch_id)
+    elif isinstance(sink, NoopSink):
+        df.write.format("noop").mode("overwrite").save()
+    elif isinstance(sink, ForeachBatchSink):
+        sink.fn(df, batch_id)
+    else:
+        raise JobDefinitionError(f"unsupported sink {sink!r}")
+
+
+def write_side(sink: Any, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> None:
+    """Write one batch's rows of side output ``name`` (Python rows) to ``sink``."""
+    import pyarrow as pa
+
+    from sparkstate.runtime.output import arrow_table
+
+    if isinstance(sink, NoopSink):
+        return
+    if schema is not None:
+        table = arrow_table(rows, schema, schema.arrow)
+    else:
+        table = pa.Table.from_pylist(rows)
+    if isinstance(sink, MemorySink):
+        sink.put(batch_id, python_rows(table) if rows else [])
+    elif isinstance(sink, ParquetSink):
+        import pyarrow.parquet as pq
+
+        folder = os.path.join(sink.path, f"batch_id={batch_id}")
+        shutil.rmtree(folder, ignore_errors=True)  # a replayed batch replaces its first attempt
+        if rows:
+            os.makedirs(folder, exist_ok=True)
+            pq.write_table(table, os.path.join(folder, "part-00000.parquet"))
+    elif isinstance(sink, ConsoleSink):
+        _print_batch(sink, table, batch_id, title=f"{name}: ")
+    elif isinstance(sink, ForeachBatchSink):
+        if rows:
+            sink.fn(spark.createDataFrame(table), batch_id)
+    else:
+        raise JobDefinitionError(f"unsupported sink {sink!r} for side output {name!r}")
+
+
+def attach_dispatch(job: Any, writer: Any, default_dir: str, counts: dict[str, int]) -> Any:
+    """Configure ``writer`` to split each batch into the main sink and the side-output sinks.
+
+    Side outputs without a sink of their own go to Parquet under ``default_dir/<name>``;
+    ``counts`` gets the number of side rows written per side output.
+    """
+    from pyspark.sql import functions as F
+
+    from sparkstate.runtime.spark_processor import SIDE_COLUMN, SIDE_ROW_COLUMN
+
+    sinks = dict(job.side_sinks)
+    names = job.side_output_names
+    schemas = {n: job.side_output_schema(n) for n in names}
+    for n in names:
+        sinks.setdefault(n, ParquetSink(os.path.join(default_dir, n)))
+
+    def dispatch(df: Any, batch_id: int) -> None:
+        # computed once: a second evaluation would run the stateful operator again
+        df = df.persist()
+        try:
+            side = df.where(F.col(SIDE_COLUMN).isNotNull()).select(SIDE_COLUMN, SIDE_ROW_COLUMN).toArrow()
+            write_batch(job.sink_spec, df.where(F.col(SIDE_COLUMN).isNull()).drop(SIDE_COLUMN, SIDE_ROW_COLUMN), batch_id)
+            by_name: dict[str, list] = {n: [] for n in names}
+            for name, blob in zip(side.column(0).to_pylist(), side.column(1).to_pylist()):
+                by_name.setdefault(name, []).append(pickle.loads(blob))
+            for name, rows in by_name.items():
+                write_side(sinks.get(name) or NoopSink(), name, rows, schemas.get(name), df.sparkSession, batch_id)
+                counts[name] = counts.get(name, 0) + len(rows)
+        finally:
+            df.unpersist()
+
+    return writer.foreachBatch(dispatch)

@@ -19,10 +19,10 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from sparkstate.api.schema import Schema
-from sparkstate.connectors.generator import UpiPayments
+from sparkstate.connectors.generator import UPI_ARROW_SCHEMA, UpiPayments
 from sparkstate.connectors.sources import DataFrameSource, ListSource
 from sparkstate.errors import JobDefinitionError
-from sparkstate.runtime.packing import PACKED_SCHEMA, Packer, end_of_input_row, make_packer
+from sparkstate.runtime.packing import END_OF_INPUT_MS, PACKED_SCHEMA, Packer, end_of_input_row, make_packer
 
 GENERATOR_FORMAT = "sparkstate_upi"
 LIST_FORMAT = "sparkstate_list"
@@ -62,6 +62,23 @@ def pack_options(job: Any, marker: bool) -> dict[str, str]:
     }
 
 
+def raw_marker_options(job: Any) -> dict[str, str]:
+    """Source options that end a bounded source of raw (unpacked) rows with the end-of-input
+    marker row (the native window path, which reads the events themselves)."""
+    return {"raw_end_marker": "true", "marker_time_column": job.timestamp_column or ""}
+
+
+def raw_end_marker(schema: pa.Schema, time_column: str) -> pa.RecordBatch:
+    """The end-of-input marker as a raw row: every column null but the event time."""
+    t = schema.field(time_column).type
+    value = END_OF_INPUT_MS * 1000 if pa.types.is_timestamp(t) else END_OF_INPUT_MS
+    return pa.RecordBatch.from_pylist([{time_column: value}], schema=schema)
+
+
+def _raw_marker(options: dict[str, str]) -> str | None:
+    return options.get("marker_time_column") or None if options.get("raw_end_marker") == "true" else None
+
+
 def _offset(value: Any) -> int:
     return int(value["offset"])
 
@@ -81,7 +98,9 @@ class UpiGeneratorDataSource(DataSource):
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         packer = _packer(self.options)
-        return UpiStreamReader(generator_from_options(self.options), packer, packer is not None and _marker(self.options))
+        raw = _raw_marker(self.options) if packer is None else None
+        marker = (packer is not None and _marker(self.options)) or raw is not None
+        return UpiStreamReader(generator_from_options(self.options), packer, marker, raw)
 
 
 def generator_options(gen: UpiPayments) -> dict[str, str]:
@@ -93,9 +112,10 @@ def generator_from_options(options: dict[str, str]) -> UpiPayments:
 
 
 class UpiStreamReader(DataSourceStreamReader):
-    def __init__(self, gen: UpiPayments, packer: Packer | None = None, marker: bool = False) -> None:
+    def __init__(self, gen: UpiPayments, packer: Packer | None = None, marker: bool = False, raw_marker: str | None = None) -> None:
         self.gen = gen
         self.packer = packer
+        self.raw_marker = raw_marker
         self.marker = marker and gen.has_end_marker
         self._t0: float | None = None
         self._base = 0
@@ -136,7 +156,10 @@ class UpiStreamReader(DataSourceStreamReader):
                 seq += 1
                 yield packed
         if self.marker and self.gen.ends_in(partition.start, partition.end):
-            yield end_of_input_row(partition.index)
+            if self.raw_marker:
+                yield raw_end_marker(UPI_ARROW_SCHEMA, self.raw_marker)
+            else:
+                yield end_of_input_row(partition.index)
 
     def commit(self, end: dict) -> None:
         pass
@@ -179,7 +202,9 @@ class ListStreamReader(DataSourceStreamReader):
         with open(options["path"]) as f:
             self.batches: list[list[dict]] = json.load(f)
         self.ddl = options["schema"]
-        self.marker = packer is not None and _marker(options) and options.get("end_of_input", "true") == "true"
+        self.raw_marker = _raw_marker(options) if packer is None else None
+        wants = (packer is not None and _marker(options)) or self.raw_marker is not None
+        self.marker = wants and options.get("end_of_input", "true") == "true"
         self.end = len(self.batches) + (2 if self.marker else 0)
 
     def initialOffset(self) -> dict:
@@ -198,7 +223,7 @@ class ListStreamReader(DataSourceStreamReader):
         for i in range(partition.start, partition.end):
             if i >= len(self.batches):  # the end-of-input marker, then the final empty batch
                 if self.marker and i == len(self.batches):
-                    yield end_of_input_row()
+                    yield raw_end_marker(schema, self.raw_marker) if self.raw_marker else end_of_input_row()
                 continue
             rows = [dict(r) for r in self.batches[i]]
             for r in rows:

@@ -64,6 +64,8 @@ class KeyedHarness:
         self._serialize = serialize_state
         #: every row emitted so far, in order
         self.output: list = []
+        #: side-output rows by tag name (``dead_letters``, ``late_data``, the function's own tags)
+        self.side_outputs: dict[str, list] = {}
 
     # ------------------------------------------------------------------ driving
 
@@ -91,6 +93,8 @@ class KeyedHarness:
             (k, r) for k, r in records.items() if due_timer_limits(r, self.watermark, self.processing_time)
         ]
         rows = op.run_batch(evs, candidates)
+        for name, row in op.take_side():
+            self.side_outputs.setdefault(name, []).append(row)
         for key, rec in op.take_touched().items():
             if not rec:
                 records.pop(key, None)
@@ -109,7 +113,7 @@ class KeyedHarness:
         if strategy is None or not strategy.timestamp_column:
             return
         col = strategy.timestamp_column
-        stamps = [ev[col] for ev in events if isinstance(ev, dict) and ev.get(col) is not None]
+        stamps = [t for ev in events if isinstance(ev, dict) and type(t := ev.get(col)) is int]
         if stamps:
             top = max(stamps)
             self._max_ts = top if self._max_ts is None else max(self._max_ts, top)
@@ -135,6 +139,10 @@ class KeyedHarness:
         self.operator.close()
 
     # ------------------------------------------------------------------ inspection
+
+    def side_output(self, tag: Any) -> list:
+        """Rows emitted so far to a side output (an ``OutputTag`` or its name)."""
+        return list(self.side_outputs.get(getattr(tag, "name", tag), []))
 
     def keys(self) -> list:
         """Keys that hold state or timers."""

@@ -1,0 +1,197 @@
+"""Windows on keyed streams: assigners, the window type and window functions (Flink's names).
+
+A window is ``[start, end)`` in epoch milliseconds; it fires once the watermark (or, for
+processing-time windows, the processing time) reaches ``end - 1``, its ``max_timestamp``.
+
+Example::
+
+    job = (
+        Job("upi-per-minute")
+        .source(UpiPayments(), watermark=WatermarkStrategy.for_bounded_out_of_orderness(timedelta(seconds=5)))
+        .key_by("merchant_id")
+        .window(TumblingEventTimeWindows.of(timedelta(minutes=1)))
+        .aggregate(count("payments"), sum_("amount", "total"))
+        .sink(ConsoleSink())
+    )
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from sparkstate.api.time import Duration, to_millis
+from sparkstate.errors import JobDefinitionError
+
+
+@dataclass(frozen=True, order=True)
+class TimeWindow:
+    """The window ``[start, end)``; ``max_timestamp()`` is the last millisecond inside it."""
+
+    start: int
+    end: int
+
+    def max_timestamp(self) -> int:
+        return self.end - 1
+
+    def intersects(self, other: "TimeWindow") -> bool:
+        """Overlapping or adjacent (Flink merges session windows that touch)."""
+        return self.start <= other.end and self.end >= other.start
+
+    def cover(self, other: "TimeWindow") -> "TimeWindow":
+        return TimeWindow(min(self.start, other.start), max(self.end, other.end))
+
+
+def _positive(value: Duration, what: str) -> int:
+    ms = to_millis(value, what)
+    if ms <= 0:
+        raise JobDefinitionError(f"{what} must be positive, got {ms} ms")
+    return ms
+
+
+def window_start(timestamp: int, offset: int, size: int) -> int:
+    """The start of the ``size``-aligned window holding ``timestamp`` (Flink's
+    ``TimeWindow.getWindowStartWithOffset``; Python's ``%`` is already non-negative)."""
+    return timestamp - (timestamp - offset) % size
+
+
+class WindowAssigner:
+    """Which windows an element belongs to."""
+
+    #: "event" or "processing": the clock that assigns and fires the windows
+    time: str = "event"
+    #: sessions merge overlapping windows
+    merging: bool = False
+    kind: str = ""
+
+    def assign(self, timestamp: int) -> list[TimeWindow]:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class TumblingEventTimeWindows(WindowAssigner):
+    """Fixed, non-overlapping windows of ``size`` in event time (aligned to the epoch + ``offset``)."""
+
+    size: int
+    offset: int = 0
+    kind = "tumbling"
+
+    @staticmethod
+    def of(size: Duration, offset: Duration = 0) -> "TumblingEventTimeWindows":
+        s = _positive(size, "window size")
+        return TumblingEventTimeWindows(s, to_millis(offset, "window offset") % s)
+
+    def assign(self, timestamp: int) -> list[TimeWindow]:
+        start = timestamp - (timestamp - self.offset) % self.size
+        return [TimeWindow(start, start + self.size)]
+
+    @property
+    def slide(self) -> int:
+        return self.size
+
+    def describe(self) -> str:
+        return f"tumbling event-time windows of {self.size} ms"
+
+
+@dataclass(frozen=True)
+class SlidingEventTimeWindows(WindowAssigner):
+    """Windows of ``size`` starting every ``slide`` in event time (an element is in ``size/slide`` of them)."""
+
+    size: int
+    slide: int
+    offset: int = 0
+    kind = "sliding"
+
+    @staticmethod
+    def of(size: Duration, slide: Duration, offset: Duration = 0) -> "SlidingEventTimeWindows":
+        s = _positive(size, "window size")
+        sl = _positive(slide, "window slide")
+        return SlidingEventTimeWindows(s, sl, to_millis(offset, "window offset") % sl)
+
+    def assign(self, timestamp: int) -> list[TimeWindow]:
+        size, slide = self.size, self.slide
+        start = timestamp - (timestamp - self.offset) % slide
+        out = []
+        while start > timestamp - size:
+            out.append(TimeWindow(start, start + size))
+            start -= slide
+        return out
+
+    def describe(self) -> str:
+        return f"sliding event-time windows of {self.size} ms every {self.slide} ms"
+
+
+@dataclass(frozen=True)
+class EventTimeSessionWindows(WindowAssigner):
+    """Per-key sessions that close after ``gap`` without elements; overlapping sessions merge."""
+
+    gap: int
+    merging = True
+    kind = "session"
+
+    @staticmethod
+    def with_gap(gap: Duration) -> "EventTimeSessionWindows":
+        return EventTimeSessionWindows(_positive(gap, "session gap"))
+
+    def assign(self, timestamp: int) -> list[TimeWindow]:
+        return [TimeWindow(timestamp, timestamp + self.gap)]
+
+    def describe(self) -> str:
+        return f"event-time session windows with a gap of {self.gap} ms"
+
+
+@dataclass(frozen=True)
+class TumblingProcessingTimeWindows(WindowAssigner):
+    """Fixed windows of ``size`` in processing time (the micro-batch clock on Spark)."""
+
+    size: int
+    offset: int = 0
+    time = "processing"
+    kind = "tumbling"
+
+    @staticmethod
+    def of(size: Duration, offset: Duration = 0) -> "TumblingProcessingTimeWindows":
+        s = _positive(size, "window size")
+        return TumblingProcessingTimeWindows(s, to_millis(offset, "window offset") % s)
+
+    def assign(self, timestamp: int) -> list[TimeWindow]:
+        start = timestamp - (timestamp - self.offset) % self.size
+        return [TimeWindow(start, start + self.size)]
+
+    def describe(self) -> str:
+        return f"tumbling processing-time windows of {self.size} ms"
+
+
+class WindowContext:
+    """What a :class:`ProcessWindowFunction` sees besides the elements."""
+
+    __slots__ = ("window", "_scope")
+
+    def __init__(self, window: TimeWindow, scope: Any) -> None:
+        self.window = window
+        self._scope = scope
+
+    def current_watermark(self) -> int:
+        return self._scope.watermark
+
+    def current_processing_time(self) -> int:
+        return self._scope.processing_time
+
+
+class ProcessWindowFunction:
+    """Sees every element of a window when it fires (Flink's ``ProcessWindowFunction``).
+
+    Example::
+
+        class TopItems(ProcessWindowFunction):
+            def process(self, key, context, elements):
+                counts = collections.Counter(e["item_id"] for e in elements)
+                for item, n in counts.most_common(3):
+                    yield {"item_id": item, "views": n, "window_end": context.window.end}
+    """
+
+    def process(self, key: Any, context: WindowContext, elements: list[dict]) -> Iterable[Any] | None:
+        raise NotImplementedError(f"{type(self).__name__} must define process(key, context, elements)")

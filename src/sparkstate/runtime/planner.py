@@ -1,0 +1,120 @@
+"""Choosing how a job runs: the Python operator, or Spark SQL for built-in window aggregates.
+
+A window job whose window function is only built-in aggregates (count, sum, min, max, avg)
+over tumbling or sliding event-time windows can run as Spark's own
+``groupBy(window(...)).agg(...)``: the JVM does the aggregation, no Python runs per event.
+Both paths give the same rows (Flink's window semantics; see ``native_windows``) as long as
+no event is late: Spark's aggregation has no allowed lateness, no side outputs, and does not
+drop rows behind the watermark (it may still aggregate them, where Flink drops them). So the
+planner picks the native path only when the job asks for no lateness and no side-output
+sink, and the source guarantees that every event has an event time and none arrives behind
+the watermark (the generators, whose disorder is bounded by the watermark's; a list source
+is checked event by event).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkstate.api.agg import BuiltinAggregates
+from sparkstate.api.windows import SlidingEventTimeWindows, TumblingEventTimeWindows
+from sparkstate.errors import JobDefinitionError
+
+PYTHON = "python"
+NATIVE = "native"
+
+
+@dataclass(frozen=True)
+class Plan:
+    path: str
+    #: why this path: the checks that passed (native) or the first that failed (python)
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+
+
+def native_blockers(job: Any) -> list[str]:
+    """Why ``job`` cannot run on the native path (empty: it can)."""
+    if job.window_assigner is None:
+        return ["it is not a window job"]
+    out = []
+    if not isinstance(job.window_assigner, (TumblingEventTimeWindows, SlidingEventTimeWindows)):
+        out.append(f"its windows are {job.window_assigner.describe()} (native: tumbling or sliding event-time)")
+    if not isinstance(job.window_function, BuiltinAggregates):
+        out.append(f"its window function is {job.window_kind}() with user code (native: built-in aggregates only)")
+    if job.lateness_ms:
+        out.append("it allows lateness (Spark SQL cannot re-fire a window)")
+    routed = [name for name, _ in job.side_sinks]
+    if routed:
+        out.append(f"it routes side outputs {routed} to sinks (Spark SQL drops late rows)")
+    check = getattr(job.source_spec, "always_has_event_time", None)
+    if check is None or not check(job.timestamp_column):
+        out.append("its source may have events without event time (they go to the dead-letter output)")
+    never_late = getattr(job.source_spec, "never_behind_watermark", None)
+    if job.watermark is not None and (never_late is None or not never_late(job.watermark)):
+        # Spark's aggregation does not drop rows behind the watermark: it aggregates them into
+        # windows it has not emitted yet, or emits a second row. Flink drops them (late data).
+        out.append("its source may deliver events behind the watermark (Spark SQL would still aggregate them)")
+    return out
+
+
+def plan(job: Any) -> Plan:
+    """The path ``job`` runs on, honouring ``JobSettings.window_path``."""
+    wanted = job.settings.window_path
+    blockers = native_blockers(job)
+    if wanted == PYTHON or (wanted == "auto" and blockers):
+        why = ("window_path='python' was asked for",) if wanted == PYTHON else tuple(blockers)
+        return Plan(PYTHON, why)
+    if blockers:
+        raise JobDefinitionError(
+            f"job {job.name!r}: window_path='native' is not possible because " + "; ".join(blockers)
+        )
+    return Plan(NATIVE, ("built-in aggregates over tumbling/sliding event-time windows, no lateness, no side-output sinks",))
+
+
+def explain(job: Any) -> str:
+    """A readable plan: what the job reads, how it keys and windows, and which path runs it."""
+    p = plan(job)
+    lines = [f"job {job.name}"]
+    src = job.source_spec
+    lines.append(f"  source:     {_describe(src)}")
+    if job.watermark is not None:
+        lines.append(
+            f"  event time: column {job.timestamp_column!r}, watermark = max - {job.watermark.max_out_of_orderness_ms} ms - 1 ms"
+        )
+    lines.append(f"  key by:     {', '.join(job.key_columns)}")
+    if job.window_assigner is not None:
+        lines.append(f"  window:     {job.window_assigner.describe()}" + (
+            f", allowed lateness {job.lateness_ms} ms" if job.lateness_ms else ""))
+        if isinstance(job.window_function, BuiltinAggregates):
+            what = ", ".join(f"{a.function}({a.column or '*'}) as {a.name}" for a in job.window_function.aggs)
+        else:
+            fn = job.window_function
+            what = getattr(fn, "__name__", None) or type(fn).__name__
+        lines.append(f"  function:   {job.window_kind}: {what}")
+    else:
+        lines.append(f"  function:   {type(job.function).__name__} (keyed process function)")
+    lines.append(f"  output:     {job.output.ddl if job.output else '?'}")
+    sink = job.sink_spec
+    lines.append(f"  sink:       {_describe(sink)}")
+    if p.path == NATIVE:
+        lines.append("  side outputs: none on this path (the source delivers no late events and none without event time)")
+    elif job.side_output_names:
+        routed = dict(job.side_sinks)
+        lines.append("  side outputs: " + ", ".join(
+            f"{n} -> {_describe(routed[n]) if n in routed else 'checkpoint side-outputs/' + n}" for n in job.side_output_names
+        ))
+    if p.path == NATIVE:
+        lines.append("  path:       native (Spark SQL window aggregation on the JVM; no Python per event)")
+        lines.append(f"              because: {p.reasons[0]}")
+    else:
+        lines.append(
+            "  path:       python (sparkstate keyed operator: key groups on transformWithStateInPandas, "
+            f"{job.settings.state_backend} state)"
+        )
+        if job.window_assigner is not None:
+            lines.append("              not native because " + "; ".join(p.reasons))
+    return "\n".join(lines)
+
+
+def _describe(thing: Any) -> str:
+    return thing.describe() if hasattr(thing, "describe") else repr(thing)

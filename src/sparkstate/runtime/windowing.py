@@ -1,0 +1,230 @@
+"""Windows as a built-in keyed function: Flink's ``WindowOperator`` on sparkstate's keyed state.
+
+A windowed job compiles to :class:`WindowOperator`, an ordinary ``KeyedProcessFunction``, so
+windows get everything keyed functions have (key groups, RocksDB buckets, timers that survive
+restarts, the harness) with no engine code of their own. Per key, the state ``windows`` maps
+``(start, end)`` to the window's contents: an accumulator (``aggregate``), the reduced element
+(``reduce``) or the list of elements (``process``).
+
+The semantics are Flink's (``WindowOperator`` with ``EventTimeTrigger`` /
+``ProcessingTimeTrigger``):
+
+* a window ``[start, end)`` fires when the watermark reaches ``end - 1``, by an event-time
+  timer at that time;
+* a window is *late* once ``end - 1 + allowed_lateness <= watermark``; an element whose
+  windows are all late goes to the late-data side output;
+* an element for a window that has fired but is not late yet fires the window again at once,
+  with the element added (Flink's late firing);
+* a window's state is dropped at ``end - 1 + allowed_lateness`` (its cleanup timer);
+* session windows ``[ts, ts + gap)`` merge with every window they overlap or touch, merging
+  their contents and moving their timers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from sparkstate.api.agg import BuiltinAggregates
+from sparkstate.api.functions import KeyedProcessFunction, OutputTag, TimeDomain
+from sparkstate.api.state import TIMERS_FIELD, AggregateFunction, MapStateDescriptor
+from sparkstate.api.windows import ProcessWindowFunction, TimeWindow, WindowAssigner, WindowContext
+from sparkstate.errors import ProcessFunctionError
+
+WINDOWS_STATE = "windows"
+WINDOW_START = "window_start"
+WINDOW_END = "window_end"
+EVENT, PROC = int(TimeDomain.EVENT_TIME), int(TimeDomain.PROCESSING_TIME)
+
+
+class WindowOperator(KeyedProcessFunction):
+    """Runs ``assigner`` windows with one window function (``reduce``, ``aggregate`` or ``process``)."""
+
+    def __init__(
+        self,
+        assigner: WindowAssigner,
+        kind: str,
+        function: Any,
+        key_columns: tuple[str, ...],
+        allowed_lateness: int = 0,
+        late_tag: OutputTag | None = None,
+    ) -> None:
+        if kind not in ("reduce", "aggregate", "process"):
+            raise ValueError(f"unknown window function kind {kind!r}")
+        self.assigner = assigner
+        self.kind = kind
+        self.function = function
+        self.key_columns = tuple(key_columns)
+        self.allowed_lateness = allowed_lateness if assigner.time == "event" else 0
+        self.late_tag = late_tag
+
+    # the user's function's name in errors, not ours
+    def describe(self) -> str:
+        fn = self.function
+        name = getattr(fn, "__name__", None) or type(fn).__name__
+        return f"{self.kind}({name}) over {self.assigner.describe()}"
+
+    def open(self, ctx: Any) -> None:
+        ctx.get_map_state(MapStateDescriptor(WINDOWS_STATE, tuple, object))
+        self._scope = ctx._scope
+        self._event_time = self.assigner.time == "event"
+        self._domain = EVENT if self._event_time else PROC
+        fn = self.function
+        if self.kind == "aggregate":
+            agg: AggregateFunction = fn
+            create, add = agg.create_accumulator, agg.add
+            self._add: Callable[[Any, dict], Any] = lambda acc, ev: add(ev, create() if acc is None else acc)
+            self._merge: Callable[[Any, Any], Any] = agg.merge
+        elif self.kind == "reduce":
+            self._add = lambda acc, ev: dict(ev) if acc is None else fn(acc, ev)
+            self._merge = fn
+        else:
+            self._add = _append
+            self._merge = lambda a, b: a + b
+        if len(self.key_columns) == 1:
+            only = self.key_columns[0]
+            self._key_row: Callable[[Any], dict] = lambda key: {only: key}
+        else:
+            cols = self.key_columns
+            self._key_row = lambda key: dict(zip(cols, key))
+
+    # ------------------------------------------------------------------ elements
+
+    def process_element(self, value: dict, ctx: Any) -> list:
+        scope = self._scope
+        lateness = self.allowed_lateness
+        if self._event_time:
+            ts = scope.timestamp
+            watermark = scope.watermark
+        else:
+            ts = watermark = scope.processing_time
+            watermark = -(2**63)  # processing-time windows are never late
+        rec = scope.rec
+        windows = rec.get(WINDOWS_STATE)
+        if windows is None:
+            windows = rec[WINDOWS_STATE] = {}
+        out: list = []
+        if self.assigner.merging:
+            placed = self._add_to_session(value, ts, watermark, windows, out)
+        else:
+            placed = False
+            add = self._add
+            for w in self.assigner.assign(ts):
+                end_ts = w.end - 1
+                if end_ts + lateness <= watermark:
+                    continue  # this window is late: it has fired and been cleaned up
+                placed = True
+                key = (w.start, w.end)
+                acc = windows[key] = add(windows.get(key), value)
+                if end_ts <= watermark:
+                    out.extend(self._emit(scope.key, key, acc))  # late firing, within the lateness
+                else:
+                    self._timer(rec, end_ts)
+                if lateness:
+                    self._timer(rec, end_ts + lateness)
+        if not windows:
+            del rec[WINDOWS_STATE]
+        if not placed and self.late_tag is not None:
+            scope.side.append((self.late_tag.name, value))
+        return out
+
+    def _add_to_session(self, value: dict, ts: int, watermark: int, windows: dict, out: list) -> bool:
+        lateness = self.allowed_lateness
+        start, end = ts, ts + self.assigner.gap  # type: ignore[attr-defined]
+        overlapping = sorted(w for w in windows if w[0] <= end and w[1] >= start)
+        for s, e in overlapping:
+            start, end = min(start, s), max(end, e)
+        end_ts = end - 1
+        if end_ts + lateness <= watermark:
+            return False
+        rec = self._scope.rec
+        acc = None
+        for w in overlapping:
+            part = windows.pop(w)
+            acc = part if acc is None else self._merge(acc, part)
+            self._untimer(rec, w[1] - 1)
+            if lateness:
+                self._untimer(rec, w[1] - 1 + lateness)
+        key = (start, end)
+        acc = windows[key] = self._add(acc, value)
+        if end_ts <= watermark:
+            out.extend(self._emit(self._scope.key, key, acc))
+        else:
+            self._timer(rec, end_ts)
+        if lateness:
+            self._timer(rec, end_ts + lateness)
+        return True
+
+    # ------------------------------------------------------------------ timers
+
+    def _timer(self, rec: dict, ts: int) -> None:
+        entry = (self._domain, ts)
+        timers = rec.get(TIMERS_FIELD)
+        if timers is None:
+            rec[TIMERS_FIELD] = {entry}
+        elif entry not in timers:
+            timers.add(entry)
+        else:
+            return
+        scope = self._scope
+        if ts <= (scope.watermark if self._domain == EVENT else scope.processing_time):
+            scope.due.append((scope.key, rec))
+
+    def _untimer(self, rec: dict, ts: int) -> None:
+        timers = rec.get(TIMERS_FIELD)
+        if timers:
+            timers.discard((self._domain, ts))
+            if not timers:
+                del rec[TIMERS_FIELD]
+
+    def on_timer(self, timestamp: int, ctx: Any) -> list:
+        scope = self._scope
+        rec = scope.rec
+        windows = rec.get(WINDOWS_STATE)
+        if not windows:
+            return []
+        lateness = self.allowed_lateness
+        out: list = []
+        for key in sorted(windows):
+            end_ts = key[1] - 1
+            if end_ts == timestamp:
+                out.extend(self._emit(scope.key, key, windows[key]))
+            if end_ts + lateness == timestamp:
+                del windows[key]  # finally done: free its state
+        if not windows:
+            del rec[WINDOWS_STATE]
+        return out
+
+    # ------------------------------------------------------------------ output
+
+    def _emit(self, key: Any, window: tuple[int, int], acc: Any) -> list:
+        kind = self.kind
+        if kind == "process":
+            fn: ProcessWindowFunction = self.function
+            rows = fn.process(key, WindowContext(TimeWindow(*window), self._scope), list(acc))
+            return list(rows) if rows is not None else []
+        if kind == "reduce":
+            row = dict(acc)
+        else:
+            result = self.function.get_result(acc)
+            if not isinstance(result, dict):
+                raise ProcessFunctionError(
+                    f"{type(self.function).__name__}.get_result returned {type(result).__name__} {result!r}; "
+                    "a window aggregate must return a dict of output columns"
+                )
+            row = self._key_row(key)
+            row.update(result)
+        row[WINDOW_START] = window[0]
+        row[WINDOW_END] = window[1]
+        return [row]
+
+
+def _append(acc: list | None, ev: dict) -> list:
+    if acc is None:
+        return [ev]
+    acc.append(ev)
+    return acc
+
+
+def builtin_aggregates(function: Any) -> BuiltinAggregates | None:
+    """The built-in aggregates of a window function, or None for user code."""
+    return function if isinstance(function, BuiltinAggregates) else None
