@@ -85,7 +85,7 @@ class TumblingEventTimeWindows(WindowAssigner):
         return TumblingEventTimeWindows(s, to_millis(offset, "window offset") % s)
 
     def assign(self, timestamp: int) -> list[TimeWindow]:
-        start = timestamp - (timestamp - self.offset) % self.size
+        start = window_start(timestamp, self.offset, self.size)
         return [TimeWindow(start, start + self.size)]
 
     @property
@@ -113,7 +113,7 @@ class SlidingEventTimeWindows(WindowAssigner):
 
     def assign(self, timestamp: int) -> list[TimeWindow]:
         size, slide = self.size, self.slide
-        start = timestamp - (timestamp - self.offset) % slide
+        start = window_start(timestamp, self.offset, slide)
         out = []
         while start > timestamp - size:
             out.append(TimeWindow(start, start + size))
@@ -158,7 +158,7 @@ class TumblingProcessingTimeWindows(WindowAssigner):
         return TumblingProcessingTimeWindows(s, to_millis(offset, "window offset") % s)
 
     def assign(self, timestamp: int) -> list[TimeWindow]:
-        start = timestamp - (timestamp - self.offset) % self.size
+        start = window_start(timestamp, self.offset, self.size)
         return [TimeWindow(start, start + self.size)]
 
     def describe(self) -> str:

@@ -53,8 +53,6 @@ class RunResult:
     side_outputs: dict[str, int] = field(default_factory=dict)
     #: "python" or "native" (see ``sparkstate explain``)
     plan: str = "python"
-    #: rows Spark's own operator dropped as late (the native window path)
-    late_rows_dropped: int = 0
 
     @property
     def events_per_second(self) -> float:
@@ -312,7 +310,6 @@ def _account(result: RunResult, p: dict, events: int) -> None:
         result.output_rows = (result.output_rows or 0) + sink_rows
     ops = p.get("stateOperators") or []
     if ops:
-        result.late_rows_dropped += sum(int(o.get("numRowsDroppedByWatermark") or 0) for o in ops)
         result.state_rows = ops[0].get("numRowsTotal")
         result.state_bytes = state_bytes(ops[0])
 

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from sparkstate.api.agg import BuiltinAggregates
-from sparkstate.api.functions import KeyedProcessFunction, OutputTag, TimeDomain
+from sparkstate.api.functions import MIN_WATERMARK, KeyedProcessFunction, OutputTag, TimeDomain
 from sparkstate.api.state import TIMERS_FIELD, AggregateFunction, MapStateDescriptor
 from sparkstate.api.windows import ProcessWindowFunction, TimeWindow, WindowAssigner, WindowContext
 from sparkstate.errors import ProcessFunctionError
@@ -57,12 +56,6 @@ class WindowOperator(KeyedProcessFunction):
         self.allowed_lateness = allowed_lateness if assigner.time == "event" else 0
         self.late_tag = late_tag
 
-    # the user's function's name in errors, not ours
-    def describe(self) -> str:
-        fn = self.function
-        name = getattr(fn, "__name__", None) or type(fn).__name__
-        return f"{self.kind}({name}) over {self.assigner.describe()}"
-
     def open(self, ctx: Any) -> None:
         ctx.get_map_state(MapStateDescriptor(WINDOWS_STATE, tuple, object))
         self._scope = ctx._scope
@@ -93,11 +86,9 @@ class WindowOperator(KeyedProcessFunction):
         scope = self._scope
         lateness = self.allowed_lateness
         if self._event_time:
-            ts = scope.timestamp
-            watermark = scope.watermark
+            ts, watermark = scope.timestamp, scope.watermark
         else:
-            ts = watermark = scope.processing_time
-            watermark = -(2**63)  # processing-time windows are never late
+            ts, watermark = scope.processing_time, MIN_WATERMARK  # never late
         rec = scope.rec
         windows = rec.get(WINDOWS_STATE)
         if windows is None:
@@ -224,7 +215,3 @@ def _append(acc: list | None, ev: dict) -> list:
     acc.append(ev)
     return acc
 
-
-def builtin_aggregates(function: Any) -> BuiltinAggregates | None:
-    """The built-in aggregates of a window function, or None for user code."""
-    return function if isinstance(function, BuiltinAggregates) else None
