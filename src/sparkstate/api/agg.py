@@ -136,6 +136,19 @@ class BuiltinAggregates(AggregateFunction):
         self.add = namespace["add"]  # type: ignore[method-assign]
         self.get_result = namespace["get_result"]  # type: ignore[method-assign]
         self._init = init
+        self._result_items = result
+
+    def window_row(self, key_columns: tuple[str, ...], start: str, end: str) -> Any:
+        """A generated ``row(key, start, end, acc)``: a window's whole output row in one dict
+        display (key columns, results, window bounds), the per-firing cost of a window job."""
+        if len(key_columns) == 1:
+            keys = [f"{key_columns[0]!r}: key"]
+        else:
+            keys = [f"{c!r}: key[{i}]" for i, c in enumerate(key_columns)]
+        items = keys + self._result_items + [f"{start!r}: s", f"{end!r}: e"]
+        namespace: dict[str, Any] = {}
+        exec("def row(key, s, e, acc):\n    return {" + ", ".join(items) + "}", namespace)  # noqa: S102
+        return namespace["row"]
 
     def create_accumulator(self) -> list:
         return list(self._init)

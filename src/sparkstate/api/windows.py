@@ -64,8 +64,13 @@ class WindowAssigner:
     merging: bool = False
     kind: str = ""
 
-    def assign(self, timestamp: int) -> list[TimeWindow]:
+    def bounds(self, timestamp: int) -> tuple[tuple[int, int], ...]:
+        """``(start, end)`` of each window ``timestamp`` belongs to (the hot path's form)."""
         raise NotImplementedError
+
+    def assign(self, timestamp: int) -> list[TimeWindow]:
+        """The windows an element with this timestamp belongs to."""
+        return [TimeWindow(s, e) for s, e in self.bounds(timestamp)]
 
     def describe(self) -> str:
         raise NotImplementedError
@@ -84,9 +89,9 @@ class TumblingEventTimeWindows(WindowAssigner):
         s = _positive(size, "window size")
         return TumblingEventTimeWindows(s, to_millis(offset, "window offset") % s)
 
-    def assign(self, timestamp: int) -> list[TimeWindow]:
-        start = window_start(timestamp, self.offset, self.size)
-        return [TimeWindow(start, start + self.size)]
+    def bounds(self, timestamp: int) -> tuple[tuple[int, int], ...]:
+        start = timestamp - (timestamp - self.offset) % self.size  # window_start, inlined
+        return ((start, start + self.size),)
 
     @property
     def slide(self) -> int:
@@ -111,14 +116,14 @@ class SlidingEventTimeWindows(WindowAssigner):
         sl = _positive(slide, "window slide")
         return SlidingEventTimeWindows(s, sl, to_millis(offset, "window offset") % sl)
 
-    def assign(self, timestamp: int) -> list[TimeWindow]:
+    def bounds(self, timestamp: int) -> tuple[tuple[int, int], ...]:
         size, slide = self.size, self.slide
         start = window_start(timestamp, self.offset, slide)
         out = []
         while start > timestamp - size:
-            out.append(TimeWindow(start, start + size))
+            out.append((start, start + size))
             start -= slide
-        return out
+        return tuple(out)
 
     def describe(self) -> str:
         return f"sliding event-time windows of {self.size} ms every {self.slide} ms"
@@ -136,8 +141,8 @@ class EventTimeSessionWindows(WindowAssigner):
     def with_gap(gap: Duration) -> "EventTimeSessionWindows":
         return EventTimeSessionWindows(_positive(gap, "session gap"))
 
-    def assign(self, timestamp: int) -> list[TimeWindow]:
-        return [TimeWindow(timestamp, timestamp + self.gap)]
+    def bounds(self, timestamp: int) -> tuple[tuple[int, int], ...]:
+        return ((timestamp, timestamp + self.gap),)
 
     def describe(self) -> str:
         return f"event-time session windows with a gap of {self.gap} ms"
@@ -157,9 +162,9 @@ class TumblingProcessingTimeWindows(WindowAssigner):
         s = _positive(size, "window size")
         return TumblingProcessingTimeWindows(s, to_millis(offset, "window offset") % s)
 
-    def assign(self, timestamp: int) -> list[TimeWindow]:
-        start = window_start(timestamp, self.offset, self.size)
-        return [TimeWindow(start, start + self.size)]
+    def bounds(self, timestamp: int) -> tuple[tuple[int, int], ...]:
+        start = timestamp - (timestamp - self.offset) % self.size  # window_start, inlined
+        return ((start, start + self.size),)
 
     def describe(self) -> str:
         return f"tumbling processing-time windows of {self.size} ms"

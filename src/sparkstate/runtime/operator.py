@@ -47,6 +47,8 @@ MAX_TIMER_ROUNDS = 10_000
 #: what a function returned instead of yielding rows (a single row is not a list of rows)
 _SINGLE_ROW = (dict, str, bytes, tuple)
 _GENERATOR = types.GeneratorType
+#: TimeDomain by its int value, without the enum's slower call
+_DOMAINS = (TimeDomain.EVENT_TIME, TimeDomain.PROCESSING_TIME)
 
 _short = reprlib.Repr()
 _short.maxstring = 120
@@ -238,6 +240,7 @@ class KeyedOperator:
         tctx = self.timer_ctx
         on_timer = self.fn.on_timer
         touched = self.touched
+        domains = _DOMAINS
         rounds = 0
         pending = list(candidates)
         if scope.due:
@@ -267,7 +270,7 @@ class KeyedOperator:
                 scope.key = key
                 scope.rec = rec
                 scope.timestamp = ts
-                tctx.domain = TimeDomain(domain)
+                tctx.domain = domains[domain]
                 try:
                     result = on_timer(ts, tctx)
                     if result is not None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from sparkstate.api.agg import BuiltinAggregates
 from sparkstate.api.functions import MIN_WATERMARK, KeyedProcessFunction, OutputTag, TimeDomain
 from sparkstate.api.state import TIMERS_FIELD, AggregateFunction, MapStateDescriptor
 from sparkstate.api.windows import ProcessWindowFunction, TimeWindow, WindowAssigner, WindowContext
@@ -79,6 +80,11 @@ class WindowOperator(KeyedProcessFunction):
         else:
             cols = self.key_columns
             self._key_row = lambda key: dict(zip(cols, key))
+        self._bounds = self.assigner.bounds
+        #: built-in aggregates make the whole output row in one generated call
+        self._row = (
+            fn.window_row(self.key_columns, WINDOW_START, WINDOW_END) if isinstance(fn, BuiltinAggregates) else None
+        )
 
     # ------------------------------------------------------------------ elements
 
@@ -99,12 +105,11 @@ class WindowOperator(KeyedProcessFunction):
         else:
             placed = False
             add = self._add
-            for w in self.assigner.assign(ts):
-                end_ts = w.end - 1
+            for key in self._bounds(ts):
+                end_ts = key[1] - 1
                 if end_ts + lateness <= watermark:
                     continue  # this window is late: it has fired and been cleaned up
                 placed = True
-                key = (w.start, w.end)
                 acc = windows[key] = add(windows.get(key), value)
                 if end_ts <= watermark:
                     out.extend(self._emit(scope.key, key, acc))  # late firing, within the lateness
@@ -174,7 +179,14 @@ class WindowOperator(KeyedProcessFunction):
         if not windows:
             return []
         lateness = self.allowed_lateness
-        out: list = []
+        if len(windows) == 1:  # the common case: no sort, no loop
+            ((key, acc),) = windows.items()
+            end_ts = key[1] - 1
+            out = self._emit(scope.key, key, acc) if end_ts == timestamp else []
+            if end_ts + lateness == timestamp:
+                del rec[WINDOWS_STATE]
+            return out
+        out = []
         for key in sorted(windows):
             end_ts = key[1] - 1
             if end_ts == timestamp:
@@ -193,6 +205,8 @@ class WindowOperator(KeyedProcessFunction):
             fn: ProcessWindowFunction = self.function
             rows = fn.process(key, WindowContext(TimeWindow(*window), self._scope), list(acc))
             return list(rows) if rows is not None else []
+        if self._row is not None:
+            return [self._row(key, window[0], window[1], acc)]
         if kind == "reduce":
             row = dict(acc)
         else:
