@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 FAST = {"trigger_interval": "100 milliseconds"}
@@ -16,3 +17,16 @@ def harness_like_spark(job: Any, max_batch: int) -> list[dict]:
         out += h.process_batch(events[i : i + max_batch])
     out += h.finish()
     return out
+
+
+def same_rows(a: list[dict], b: list[dict]) -> None:
+    """Row for row in any order; sums of doubles may differ in the last bits (summation order)."""
+    def order(row: tuple) -> str:
+        return repr([(k, round(v, 6) if isinstance(v, float) else v) for k, v in row])
+
+    ra, rb = (sorted((tuple(sorted(r.items())) for r in rows), key=order) for rows in (a, b))
+    assert len(ra) == len(rb)
+    for x, y in zip(ra, rb):
+        assert len(x) == len(y)
+        for (k, u), (k2, v) in zip(x, y):
+            assert k == k2 and (u == v or (isinstance(u, float) and math.isclose(u, v, rel_tol=1e-12))), (x, y)

@@ -40,6 +40,7 @@ from sparkstate.api import (
 )
 from sparkstate.api.job import Job, JobSettings
 from sparkstate.connectors import (
+    ClickEvents,
     ConsoleSink,
     DataFrameSource,
     ForeachBatchSink,
@@ -47,6 +48,7 @@ from sparkstate.connectors import (
     MemorySink,
     NoopSink,
     ParquetSink,
+    TaxiRides,
     UpiPayments,
 )
 from sparkstate.errors import (
@@ -108,6 +110,8 @@ __all__ = [
     "TimerError",
     "TimerService",
     "UpiPayments",
+    "TaxiRides",
+    "ClickEvents",
     "ValueState",
     "ValueStateDescriptor",
     "WatermarkStrategy",

@@ -61,11 +61,13 @@ def explain_job(job_name: str, events: int) -> None:
 
 @main.command("run")
 @click.argument("job_name", metavar="JOB")
-@click.option("--events", type=click.IntRange(min=0), default=1_000_000, show_default=True, help="Payments to generate.")
+@click.option("--events", type=click.IntRange(min=0), default=1_000_000, show_default=True, help="Events to generate.")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Cap on events per second (default: as fast as possible).")
 @click.option("--merchants", type=click.IntRange(min=1), help="Distinct merchants (default: the job's).")
 @click.option("--payers", type=click.IntRange(min=1), help="Distinct payers (default: the job's).")
 @click.option("--seed", type=int, help="Generator seed (the same seed replays the same events).")
+@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
+              help="Any other generator setting, e.g. --set users=50000 (repeatable; see the job's generator).")
 @click.option("--max-batch", type=click.IntRange(min=1), default=1_000_000, show_default=True, help="Most events per micro-batch.")
 @click.option("--checkpoint", "checkpoint_dir", type=click.Path(file_okay=False), help="Checkpoint directory [.sparkstate/JOB/checkpoint].")
 @click.option("--sink", "sink_spec", help="console, noop, memory or parquet:PATH [parquet:.sparkstate/JOB/output].")
@@ -83,6 +85,7 @@ def run(
     merchants: int | None,
     payers: int | None,
     seed: int | None,
+    settings: tuple[str, ...],
     max_batch: int,
     checkpoint_dir: str | None,
     sink_spec: str | None,
@@ -94,7 +97,7 @@ def run(
     fresh: bool,
     quiet: bool,
 ) -> None:
-    """Run a seed job on the UPI payment generator (see `sparkstate jobs`)."""
+    """Run a seed job on its generator (see `sparkstate jobs`)."""
     from sparkstate.connectors.sinks import ParquetSink, parse_sink
     from sparkstate.jobs import get_job
     from sparkstate.metrics.memory import PeakMemory
@@ -110,7 +113,10 @@ def run(
             if isinstance(sink, ParquetSink):
                 shutil.rmtree(sink.path, ignore_errors=True)
         job = (
-            seed_job.job(events=events, rate=rate, merchants=merchants, payers=payers, seed=seed, max_batch=max_batch)
+            seed_job.job(
+                events=events, rate=rate, merchants=merchants, payers=payers, seed=seed, max_batch=max_batch,
+                **_generator_settings(seed_job.generator, settings),
+            )
             .sink(sink)
             .with_settings(
                 state_backend=state_backend, parallelism=partitions, key_groups=key_groups, trigger_interval=trigger
@@ -132,6 +138,38 @@ def run(
     except SparkStateError as exc:
         errors.print(f"[red]error:[/] {exc}", soft_wrap=True)
         sys.exit(1)
+
+
+def _generator_settings(generator: type, pairs: tuple[str, ...]) -> dict:
+    """``NAME=VALUE`` pairs as generator settings, each converted to its field's type."""
+    import dataclasses
+
+    from sparkstate.errors import JobDefinitionError
+
+    types = {f.name: f.default for f in dataclasses.fields(generator)}
+    out: dict = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or name not in types:
+            raise JobDefinitionError(
+                f"--set {pair!r}: expected NAME=VALUE with NAME one of {', '.join(types)} ({generator.__name__})"
+            )
+        default = types[name]
+        try:
+            if isinstance(default, bool):
+                if text.lower() not in ("true", "false"):
+                    raise ValueError(text)
+                out[name] = text.lower() == "true"
+            elif isinstance(default, int) and "." not in text:
+                out[name] = int(text)
+            elif isinstance(default, (int, float)) or default is None:
+                out[name] = float(text) if text.lower() != "none" else None
+            else:
+                out[name] = text
+        except ValueError:
+            raise JobDefinitionError(f"--set {pair!r}: {text!r} is not a valid {type(default).__name__}") from None
+    return out
 
 
 def _state_keys(checkpoint: Path, backend: str) -> int | None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from datetime import timedelta
 
 import pytest
 
-from spark_helpers import FAST
+from spark_helpers import FAST, same_rows
 from sparkstate import (
     EventTimeSessionWindows,
     Job,
@@ -29,16 +28,6 @@ def _rows(rows: list[dict]) -> list[tuple]:
     return sorted(tuple(r.values()) for r in rows)
 
 
-def _same(a: list[dict], b: list[dict]) -> None:
-    """Row for row; sums of doubles may differ in the last bits (summation order)."""
-    ra, rb = _rows(a), _rows(b)
-    assert len(ra) == len(rb)
-    for x, y in zip(ra, rb):
-        assert len(x) == len(y)
-        for u, v in zip(x, y):
-            assert u == v or (isinstance(u, float) and math.isclose(u, v, rel_tol=1e-12)), (x, y)
-
-
 def upi_per_minute(sink, events=30_000, path="auto", assigner=None):
     gen = UpiPayments(events=events, merchants=500, max_batch=10_000, events_per_second=200)
     wm = WatermarkStrategy.for_bounded_out_of_orderness(timedelta(seconds=5))
@@ -58,7 +47,7 @@ def test_python_and_native_paths_agree_row_for_row(spark, tmp_path):
     r2 = upi_per_minute(python_sink, path="python").run(checkpoint_dir=tmp_path / "python", spark=spark)
     assert r1.completed and r2.completed and r1.plan == "native" and r2.plan == "python"
     assert len(native_sink.rows()) > 500
-    _same(native_sink.rows(), python_sink.rows())
+    same_rows(native_sink.rows(), python_sink.rows())
     # and the harness, fed the same micro-batches
     job = upi_per_minute(MemorySink())
     events = job.source_spec.events_as_dicts()
@@ -66,7 +55,7 @@ def test_python_and_native_paths_agree_row_for_row(spark, tmp_path):
     for i in range(0, len(events), 10_000):
         h.process_batch(events[i : i + 10_000])
     h.finish()
-    _same(h.output, python_sink.rows())
+    same_rows(h.output, python_sink.rows())
 
 
 def test_sliding_windows_agree_between_paths(spark, tmp_path):
@@ -75,11 +64,13 @@ def test_sliding_windows_agree_between_paths(spark, tmp_path):
     upi_per_minute(a, events=8_000, assigner=sliding).run(checkpoint_dir=tmp_path / "n", spark=spark)
     upi_per_minute(b, events=8_000, assigner=sliding, path="python").run(checkpoint_dir=tmp_path / "p", spark=spark)
     assert a.rows()
-    _same(a.rows(), b.rows())
+    same_rows(a.rows(), b.rows())
 
 
-def _list_job(batches, sink, late=None, dead=None, assigner=None, lateness=0):
+def _list_job(batches, sink, late=None, dead=None, assigner=None, lateness=0, timestamps=None):
     wm = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_column("ts")
+    if timestamps is not None:
+        wm = wm.with_timestamp_assigner(timestamps)
     job = (
         Job("win-list").source(ListSource(batches, SCHEMA), watermark=wm).key_by("k")
         .window(assigner or TumblingEventTimeWindows.of(MIN))
@@ -157,3 +148,27 @@ def test_sessions_on_spark_match_the_harness(spark, checkpoint):
         h.process_batch(b)
     h.finish()
     assert _rows(sink.rows()) == _rows(h.output)
+
+
+def test_a_timestamp_assigner_function_drives_windows_and_watermark_on_spark(spark, checkpoint):
+    # event time is ts + v minutes; the function runs where events are packed (the watermark)
+    # and in the operator; an event it cannot handle is a dead letter on both engines
+    batches = [
+        [{"ts": 0, "k": "a", "v": 0.0}, {"ts": 0, "k": "a", "v": 1.0}, {"ts": 5, "k": "b", "v": None}],
+        [{"ts": 0, "k": "a", "v": 3.0}],
+    ]
+    sink, dead = MemorySink(), MemorySink()
+    job = _list_job(batches, sink, dead=dead, timestamps=lambda e: e["ts"] + int(e["v"]) * MIN)
+    assert plan(job).path == "python"
+    assert job.run(checkpoint_dir=checkpoint, spark=spark).completed
+    h = job.harness()
+    for b in batches:
+        h.process_batch(b)
+    h.finish()
+    assert _rows(sink.rows()) == _rows(h.output) == [
+        ("a", 0, MIN, 1, 0.0), ("a", MIN, 2 * MIN, 1, 1.0), ("a", 3 * MIN, 4 * MIN, 1, 3.0)
+    ]
+    assert [d["reason"] for d in dead.rows()] == [
+        "timestamp assigner failed: TypeError: int() argument must be a string, a bytes-like object "
+        "or a real number, not 'NoneType'"
+    ]

@@ -23,3 +23,27 @@ def test_unknown_job_is_an_error_naming_the_known_ones():
 def test_bad_sink_is_an_error():
     result = CliRunner().invoke(main, ["run", "running-sum", "--sink", "kafka://x"])
     assert result.exit_code == 1 and "unknown sink 'kafka://x'" in result.output
+
+
+def test_progress_line_shows_dead_letters_and_late_rows_of_the_batch():
+    from rich.console import Console
+
+    from sparkstate.metrics.progress import ProgressPrinter
+
+    console = Console(record=True, width=200)
+    printer = ProgressPrinter(console, total_events=10)
+    printer({"batchId": 3, "events": 10, "durationMs": {"triggerExecution": 500},
+             "sideOutputs": {"dead_letters": 2, "late_data": 0}})
+    line = console.export_text()
+    assert "batch 3" in line and "2 dead letters" in line and "late" not in line
+
+
+def test_generator_settings_from_the_command_line():
+    result = CliRunner().invoke(main, ["explain", "sessions", "--events", "100"])
+    assert result.exit_code == 0 and "session windows" in result.output
+    bad = CliRunner().invoke(main, ["run", "sessions", "--merchants", "5", "--events", "10"])
+    assert bad.exit_code == 1 and "ClickEvents, which has no setting 'merchants'" in bad.output
+    bad = CliRunner().invoke(main, ["run", "sessions", "--set", "users=many", "--events", "10"])
+    assert bad.exit_code == 1 and "'many' is not a valid int" in bad.output
+    bad = CliRunner().invoke(main, ["run", "sessions", "--set", "colour=red"])
+    assert bad.exit_code == 1 and "NAME one of" in bad.output

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sparkstate import JobDefinitionError, UpiPayments
+from sparkstate.connectors.generator import ClickEvents, TaxiRides
 
 
 def test_any_range_replays_exactly():
@@ -40,3 +41,40 @@ def test_offsets_and_event_counts():
 def test_bad_settings(kwargs):
     with pytest.raises(JobDefinitionError):
         UpiPayments(**kwargs)
+
+
+@pytest.mark.parametrize("cls", [TaxiRides, ClickEvents])
+def test_other_generators_replay_and_keep_their_disorder_bound(cls):
+    gen = cls(events=70_000, seed=5)
+    whole = gen.generate(0, 70_000)
+    assert whole.schema == cls.arrow_schema
+    assert gen.generate(65_530, 65_545).to_pylist() == whole.to_pylist()[65_530:65_545]
+    top = float("-inf")
+    for e in gen.events_as_dicts():
+        t = e[cls.time_column]
+        assert t > top - gen.max_out_of_orderness_ms - 1
+        top = max(top, t)
+
+
+def test_taxi_rides_are_plausible():
+    rides = TaxiRides(events=20_000).events_as_dicts()
+    assert {r["pickup_zone"] for r in rides} <= set(range(1, 266)) and len({r["pickup_zone"] for r in rides}) > 200
+    assert all(r["total_amount"] > r["fare"] > 0 and 1 <= r["passengers"] <= 6 for r in rides)
+
+
+def test_click_events_come_in_sessions_per_user():
+    gen = ClickEvents(events=60_000, users=400, active_users=100, shift_minutes=5, events_per_second=5)
+    clicks = gen.events_as_dicts()
+    assert {c["event_type"] for c in clicks} == {"view", "click", "cart", "purchase"}
+    times: dict = {}
+    for c in clicks:
+        times.setdefault(c["user_id"], []).append(c["event_time"])
+    gaps = [b - a for ts in times.values() for a, b in zip(sorted(ts), sorted(ts)[1:])]
+    assert max(gaps) > 30 * 60_000 > sorted(gaps)[len(gaps) // 2]  # bursts with long quiet spells
+
+
+def test_generators_reject_bad_settings():
+    with pytest.raises(JobDefinitionError, match="users must be >= 1"):
+        ClickEvents(users=0)
+    with pytest.raises(JobDefinitionError, match="max_out_of_orderness_ms"):
+        TaxiRides(max_out_of_orderness_ms=-1)

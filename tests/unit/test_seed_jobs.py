@@ -24,6 +24,7 @@ def test_jobs_are_registered_with_descriptions():
     assert set(JOBS) == {
         "running-sum", "count-and-emit", "running-max", "running-average",
         "buffer-and-flush", "feature-map", "inactivity-alert", "rate-limit", "upi-per-minute",
+        "taxi-zone-revenue", "sessions", "hot-items",
     }
     assert all(j.description and j.seed for j in JOBS.values())
 
@@ -136,3 +137,56 @@ def test_upi_per_minute_counts_every_payment_once_per_window():
     assert sum(r["payments"] for r in rows) == len(events)
     assert all(r["window_end"] - r["window_start"] == 60_000 and r["window_start"] % 60_000 == 0 for r in rows)
     assert len({(r["merchant_id"], r["window_start"]) for r in rows}) == len(rows)
+
+
+def test_taxi_zone_revenue_per_zone_per_hour():
+    events, out = run("taxi-zone-revenue", events=60_000)
+    expected = defaultdict(lambda: [0, 0.0])
+    for e in events:
+        cell = expected[(e["pickup_zone"], e["pickup_time"] // 3_600_000 * 3_600_000)]
+        cell[0] += 1
+        cell[1] += e["total_amount"]
+    got = {(r["pickup_zone"], r["window_start"]): r for r in out}
+    assert set(got) == set(expected) and len(got) == len(out)
+    for k, (trips, revenue) in expected.items():
+        assert got[k]["trips"] == trips and abs(got[k]["revenue"] - revenue) < 1e-6
+        assert got[k]["window_end"] - got[k]["window_start"] == 3_600_000
+
+
+def _sessions(times: list[int], gap: int) -> list[list[int]]:
+    out: list[list[int]] = []
+    for t in sorted(times):
+        if out and t < out[-1][-1] + gap:
+            out[-1].append(t)
+        else:
+            out.append([t])
+    return out
+
+
+def test_sessions_close_after_30_minutes_of_inactivity_with_counts_per_type():
+    events, out = run("sessions", events=40_000, users=400, active_users=60, shift_minutes=3, events_per_second=5)
+    per = defaultdict(list)
+    for e in events:
+        per[e["user_id"]].append(e)
+    expected = set()
+    for user, evs in per.items():
+        for s in _sessions([e["event_time"] for e in evs], 30 * 60_000):
+            expected.add((user, s[0], s[-1] + 30 * 60_000, s[-1], len(s)))
+    got = {(r["user_id"], r["window_start"], r["window_end"], r["last_event"], r["events"]) for r in out}
+    assert got == expected and len(out) == len(expected)
+    assert any(sum(1 for g in got if g[0] == u) > 1 for u in per)  # users come back after a quiet spell
+    assert all(sum(r["event_counts"].values()) == r["events"] for r in out)
+
+
+def test_hot_items_rank_the_top_3_per_sliding_window():
+    events, out = run("hot-items", events=30_000)
+    windows = defaultdict(list)
+    for r in out:
+        windows[r["window_start"]].append(r)
+    assert all(ws % 60_000 == 0 for ws in windows)
+    for start, rows in windows.items():
+        inside = [e["item_id"] for e in events if start <= e["event_time"] < start + 600_000]
+        counts = sorted(((-n, item) for item, n in __import__("collections").Counter(inside).items()))[:3]
+        assert [(r["rank"], r["item_id"], r["events"]) for r in rows] == [
+            (i + 1, item, -n) for i, (n, item) in enumerate(counts)
+        ]

@@ -20,6 +20,7 @@ from sparkstate import (
     WatermarkStrategy,
     agg,
 )
+from sparkstate.api.state import AggregateFunction
 from sparkstate.api.windows import TimeWindow
 
 MIN = 60_000
@@ -213,3 +214,56 @@ def test_time_window_helpers():
     assert w.max_timestamp() == 9
     assert w.intersects(TimeWindow(10, 20)) and not w.intersects(TimeWindow(11, 20))
     assert w.cover(TimeWindow(5, 30)) == TimeWindow(0, 30)
+
+
+def test_timestamp_assigner_function_gives_event_time_and_dead_letters_its_failures():
+    def seconds_to_ms(e: dict) -> int:
+        return int(e["kind"]) * 1000  # event time in seconds, in a text column
+
+    wm = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(seconds_to_ms)
+    j = Job("w").source(ListSource([], SCHEMA), watermark=wm).key_by("k").window(TumblingEventTimeWindows.of(MIN))
+    h = counts(j).harness()
+    assert h.process_batch([ev(0, kind="1"), ev(0, kind="59"), ev(0, kind="60"), ev(0, kind="soon")]) == []
+    assert h.watermark == 59_999  # from the function's times: max 60 s - 0 - 1 ms
+    assert h.process_batch([ev(0, kind="130")]) == [
+        {"k": "a", "window_start": 0, "window_end": MIN, "n": 2, "total": 2.0},
+    ]
+    (dead,) = h.side_output("dead_letters")
+    assert dead["reason"].startswith("timestamp assigner failed: ValueError")
+    wm_bad = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e: e["kind"])
+    h2 = counts(Job("w").source(ListSource([], SCHEMA), watermark=wm_bad).key_by("k").window(TumblingEventTimeWindows.of(MIN))).harness()
+    h2.process_batch([ev(0, kind="x")])
+    assert h2.side_output("dead_letters")[0]["reason"] == "timestamp assigner returned 'x', not epoch ms or a datetime"
+    with pytest.raises(JobDefinitionError, match="function of the event"):
+        WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner("ts")
+
+
+def test_aggregate_with_a_window_function_sees_the_aggregate_and_the_window():
+    class Total(AggregateFunction):
+        def create_accumulator(self):
+            return 0.0
+
+        def add(self, value, acc):
+            return acc + value["v"]
+
+        def merge(self, a, b):
+            return a + b
+
+        def get_result(self, acc):
+            return acc
+
+    class Label(ProcessWindowFunction):
+        def process(self, key, context, elements):
+            (total,) = elements
+            yield {"k": key, "label": f"{key}@{context.window.start}", "total": total}
+
+    j = job(TumblingEventTimeWindows.of(MIN)).aggregate(
+        Total(), window_function=Label(), output_schema="k string, label string, total double"
+    )
+    h = j.sink(MemorySink()).harness()
+    h.process_batch([ev(1, v=2.0), ev(2, v=3.0), ev(MIN + 1, "b", 1.0)])
+    assert h.finish() == [{"k": "a", "label": "a@0", "total": 5.0}, {"k": "b", "label": f"b@{MIN}", "total": 1.0}]
+    with pytest.raises(JobDefinitionError, match="ProcessWindowFunction"):
+        job(TumblingEventTimeWindows.of(MIN)).aggregate(Total(), window_function=lambda *a: a, output_schema="k string")
+    with pytest.raises(JobDefinitionError, match="needs output_schema"):
+        job(TumblingEventTimeWindows.of(MIN)).aggregate(agg.count(), window_function=Label())

@@ -96,6 +96,8 @@ class Job:
     lateness_ms: int = 0
     window_kind: str | None = None
     window_function: Any = None
+    #: a ProcessWindowFunction that turns each aggregated window into rows (aggregate only)
+    window_process: Any = None
     #: user-declared side outputs and where each side output goes: ``(tag, sink)``
     side_tags: tuple[OutputTag, ...] = ()
     side_sinks: tuple[tuple[str, Any], ...] = ()
@@ -108,7 +110,7 @@ class Job:
         """Read from ``source``; ``watermark`` assigns event time and watermarks."""
         if watermark is not None and not isinstance(watermark, WatermarkStrategy):
             raise JobDefinitionError(f"watermark must be a WatermarkStrategy, got {watermark!r}")
-        if watermark is not None and not watermark.timestamp_column:
+        if watermark is not None and not watermark.has_timestamps:
             column = getattr(source, "time_column", None)
             if not column:
                 raise JobDefinitionError(
@@ -209,15 +211,25 @@ class Job:
             raise JobDefinitionError(f"reduce needs a function (a, b) -> element, got {function!r}")
         return replace(self, window_kind="reduce", window_function=function, output=Schema.of(output_schema))._windowed()
 
-    def aggregate(self, *aggregates: Any, output_schema: Any = None) -> "Job":
+    def aggregate(self, *aggregates: Any, output_schema: Any = None, window_function: Any = None) -> "Job":
         """Aggregate each window: built-ins (``agg.count()``, ``agg.sum("amount")``...) or one
         :class:`AggregateFunction` whose ``get_result`` returns a dict of output columns.
 
         Rows are the key columns, ``window_start``, ``window_end`` and the results. With
         built-ins only, the output schema is derived from the source's and the planner may run
         the job natively on Spark SQL.
+
+        With ``window_function`` (a :class:`ProcessWindowFunction`, as Flink's
+        ``aggregate(AggregateFunction, ProcessWindowFunction)``) the window keeps only the
+        accumulator, and when it fires the function gets ``[get_result(acc)]`` plus the window
+        and emits the rows itself (``output_schema`` is then required).
         """
         self._need_window("aggregate")
+        if window_function is not None:
+            if not isinstance(window_function, ProcessWindowFunction):
+                raise JobDefinitionError(f"window_function must be a ProcessWindowFunction instance, got {window_function!r}")
+            if output_schema is None:
+                raise JobDefinitionError("aggregate with a window_function needs output_schema=...")
         if len(aggregates) == 1 and isinstance(aggregates[0], AggregateFunction):
             function: Any = aggregates[0]
             if output_schema is None:
@@ -229,7 +241,7 @@ class Job:
                 "aggregate takes built-in aggregates (agg.count(), agg.sum('x')...) or one AggregateFunction, "
                 f"got {aggregates!r}"
             )
-        job = replace(self, window_kind="aggregate", window_function=function)
+        job = replace(self, window_kind="aggregate", window_function=function, window_process=window_function)
         schema = Schema.of(output_schema) if output_schema is not None else job._builtin_output_schema()
         return replace(job, output=schema)._windowed()
 
@@ -271,7 +283,8 @@ class Job:
         if self.window_assigner.time == "event":
             late = OutputTag(LATE_DATA_NAME, getattr(self.source_spec, "schema_ddl", None))
         fn = WindowOperator(
-            self.window_assigner, self.window_kind, self.window_function, self.key_columns, self.lateness_ms, late
+            self.window_assigner, self.window_kind, self.window_function, self.key_columns, self.lateness_ms, late,
+            self.window_process if self.window_kind == "aggregate" else None,
         )
         return replace(self, function=fn)
 
@@ -279,7 +292,7 @@ class Job:
     def side_output_names(self) -> tuple[str, ...]:
         """Every side output this job can produce."""
         names = [t.name for t in self.side_tags]
-        if self.timestamp_column:
+        if self.watermark is not None:
             names.append(DEAD_LETTERS.name)
         if self.window_assigner is not None and self.window_assigner.time == "event":
             names.append(LATE_DATA_NAME)

@@ -1,17 +1,20 @@
 """Sources and sinks."""
 
-from sparkstate.connectors.generator import UpiPayments
+from sparkstate.connectors.generator import ClickEvents, Generator, TaxiRides, UpiPayments
 from sparkstate.connectors.sinks import ConsoleSink, ForeachBatchSink, MemorySink, NoopSink, ParquetSink, parse_sink
 from sparkstate.connectors.sources import DataFrameSource, ListSource
 
 __all__ = [
+    "ClickEvents",
     "ConsoleSink",
     "DataFrameSource",
     "ForeachBatchSink",
+    "Generator",
     "ListSource",
     "MemorySink",
     "NoopSink",
     "ParquetSink",
+    "TaxiRides",
     "UpiPayments",
     "parse_sink",
 ]

@@ -1,9 +1,9 @@
-"""A deterministic, replayable generator of UPI-style payments (seed 004's input).
+"""Deterministic, replayable event generators: UPI payments, taxi rides, shop click streams.
 
-Event ``i`` is a pure function of ``(seed, i)``: the generator draws in fixed chunks of
-``CHUNK`` events, each from its own RNG stream ``default_rng([seed, chunk])``. So any range of
-offsets can be produced again, in any process, which is what makes a restart from a Spark
-checkpoint replay exactly the events it had lost.
+Event ``i`` is a pure function of ``(seed, i)``: a generator draws in fixed chunks of ``CHUNK``
+events, each from its own RNG stream ``default_rng([seed, chunk])``. So any range of offsets
+can be produced again, in any process, which is what makes a restart from a Spark checkpoint
+replay exactly the events it had lost.
 
 Event time advances by ``1000 / events_per_second`` ms per event, minus a random lateness of
 up to ``max_out_of_orderness_ms``: the stream is out of order, but boundedly so.
@@ -12,8 +12,8 @@ up to ``max_out_of_orderness_ms``: the stream is out of order, but boundedly so.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -21,17 +21,11 @@ import pyarrow as pa
 CHUNK = 1 << 16
 DEVICES = ("android", "ios", "web")
 _DEVICE_P = (0.62, 0.28, 0.10)
-
-UPI_SCHEMA = "event_time timestamp, merchant_id string, payer_id string, amount double, device string"
-UPI_ARROW_SCHEMA = pa.schema(
-    [
-        ("event_time", pa.timestamp("us", tz="UTC")),
-        ("merchant_id", pa.string()),
-        ("payer_id", pa.string()),
-        ("amount", pa.float64()),
-        ("device", pa.string()),
-    ]
-)
+#: NYC's taxi zones are numbered 1..265 (PULocationID / DOLocationID)
+TAXI_ZONES = 265
+CLICK_TYPES = ("view", "click", "cart", "purchase")
+_CLICK_P = (0.70, 0.20, 0.07, 0.03)
+_TS = pa.timestamp("us", tz="UTC")
 
 
 @functools.lru_cache(maxsize=8)
@@ -40,23 +34,26 @@ def _ids(prefix: str, n: int) -> pa.Array:
     return pa.array(np.char.add(prefix, np.char.zfill(np.arange(n).astype(str), width)))
 
 
+def _skewed(rng: np.random.Generator, n: int, skew: float) -> np.ndarray:
+    """``CHUNK`` draws from ``range(n)``: uniform at skew 0, favouring low numbers above it."""
+    if skew <= 0:
+        return rng.integers(0, n, CHUNK)
+    u = rng.random(CHUNK)
+    return np.minimum((u ** (1.0 + skew) * n).astype(np.int64), n - 1)
+
+
 @dataclass(frozen=True)
-class UpiPayments:
-    """Source spec: UPI payments (event_time, merchant_id, payer_id, amount, device).
+class Generator:
+    """What every generator shares: offsets, event time, batch shaping, the end-of-input marker.
 
     ``events=None`` makes it unbounded. A bounded generator ends with an end-of-input marker
-    that advances the watermark to the end of time, so every event-time timer fires, as
-    Flink does at the end of a bounded source. ``rate``, ``max_batch`` and ``partitions``
-    shape the micro-batches; every other field defines the events themselves.
-
-    Example::
-
-        UpiPayments(events=2_000_000, merchants=100_000, rate=50_000)
+    that advances the watermark to the end of time, so every event-time timer fires, as Flink
+    does at the end of a bounded source. ``rate``, ``max_batch`` and ``partitions`` shape the
+    micro-batches; every other field defines the events themselves. A subclass names its
+    columns (``arrow_schema``, ``schema_ddl``) and draws a chunk's values (``_draw``, ``_columns``).
     """
 
     events: int | None = 1_000_000
-    merchants: int = 10_000
-    payers: int = 1_000_000
     seed: int = 7
     start_ms: int = 1_735_689_600_000  # 2025-01-01T00:00:00Z
     events_per_second: float = 1000.0
@@ -66,26 +63,34 @@ class UpiPayments:
     #: at most this many events per micro-batch
     max_batch: int = 500_000
     partitions: int = 2
-    #: 0 draws merchants uniformly; larger values favour low merchant numbers (hot keys)
-    merchant_skew: float = 0.0
     end_of_input: bool = True
 
-    schema_ddl = UPI_SCHEMA
-    time_column = "event_time"
-    name = "upi-payments"
+    arrow_schema: ClassVar[pa.Schema]
+    schema_ddl: ClassVar[str]
+    time_column: ClassVar[str]
+    name: ClassVar[str]
+    #: fields that must be >= 1
+    _positive: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:
         from sparkstate.errors import JobDefinitionError
 
         if self.events is not None and self.events < 0:
             raise JobDefinitionError(f"events must be >= 0, got {self.events}")
-        for field_name in ("merchants", "payers", "max_batch", "partitions"):
+        for field_name in ("max_batch", "partitions", *self._positive):
             if getattr(self, field_name) < 1:
                 raise JobDefinitionError(f"{field_name} must be >= 1, got {getattr(self, field_name)}")
         if self.events_per_second <= 0:
             raise JobDefinitionError(f"events_per_second must be > 0, got {self.events_per_second}")
         if self.rate is not None and self.rate <= 0:
             raise JobDefinitionError(f"rate must be > 0 events/s, got {self.rate}")
+        if self.max_out_of_orderness_ms < 0:
+            raise JobDefinitionError(f"max_out_of_orderness_ms must be >= 0, got {self.max_out_of_orderness_ms}")
+
+    @classmethod
+    def settings(cls) -> tuple[str, ...]:
+        """The names of the settings this generator takes."""
+        return tuple(f.name for f in fields(cls))
 
     @property
     def bounded(self) -> bool:
@@ -101,7 +106,7 @@ class UpiPayments:
 
     def never_behind_watermark(self, strategy: Any) -> bool:
         """No event is behind a watermark that allows at least the generator's disorder."""
-        return strategy.max_out_of_orderness_ms >= self.max_out_of_orderness_ms
+        return strategy.timestamp_assigner is None and strategy.max_out_of_orderness_ms >= self.max_out_of_orderness_ms
 
     def end_offset(self, marker: bool = True) -> int | None:
         """The offset a finished run has read to (None: unbounded).
@@ -127,59 +132,220 @@ class UpiPayments:
     def describe(self) -> str:
         n = "unbounded" if self.events is None else f"{self.events:,} events"
         rate = f", {self.rate:,.0f} ev/s" if self.rate else ""
-        return f"UPI payment generator ({n}, {self.merchants:,} merchants, seed {self.seed}{rate})"
+        return f"{self._what()} ({n}{self._shape()}, seed {self.seed}{rate})"
+
+    def _what(self) -> str:
+        return type(self).__name__
+
+    def _shape(self) -> str:
+        return ""
+
+    def _draw(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """One chunk's random values (``CHUNK`` of each), drawn in a fixed order."""
+        raise NotImplementedError
+
+    def _columns(self, values: dict[str, np.ndarray], event_ms: np.ndarray) -> list[pa.Array]:
+        """The Arrow columns of ``arrow_schema`` after the event time, from drawn values."""
+        raise NotImplementedError
 
     def _chunk(self, c: int) -> dict[str, np.ndarray]:
         rng = np.random.default_rng([self.seed, c])
-        if self.merchant_skew > 0:
-            u = rng.random(CHUNK)
-            merchant = np.minimum((u ** (1.0 + self.merchant_skew) * self.merchants).astype(np.int64), self.merchants - 1)
-        else:
-            merchant = rng.integers(0, self.merchants, CHUNK)
-        payer = rng.integers(0, self.payers, CHUNK)
-        amount = np.round(np.clip(np.exp(rng.normal(6.0, 1.2, CHUNK)), 1.0, 200_000.0), 2)
-        device = rng.choice(len(DEVICES), CHUNK, p=_DEVICE_P)
-        lateness = rng.integers(0, self.max_out_of_orderness_ms + 1, CHUNK)
-        return {"merchant": merchant, "payer": payer, "amount": amount, "device": device, "lateness": lateness}
+        values = self._draw(rng)
+        values["lateness"] = rng.integers(0, self.max_out_of_orderness_ms + 1, CHUNK)
+        return values
 
     def generate(self, start: int, end: int) -> pa.RecordBatch:
         """Events ``[start, end)`` as an Arrow batch (offsets past the last event yield nothing)."""
         stop = end if self.events is None else min(end, self.events)
-        parts: dict[str, list[np.ndarray]] = {k: [] for k in ("merchant", "payer", "amount", "device", "lateness")}
+        if stop <= start:
+            return pa.RecordBatch.from_pylist([], schema=self.arrow_schema)
+        parts: dict[str, list[np.ndarray]] = {}
         i = start
         while i < stop:
             c = i // CHUNK
             lo, hi = i - c * CHUNK, min(stop - c * CHUNK, CHUNK)
-            chunk = self._chunk(c)
-            for k in parts:
-                parts[k].append(chunk[k][lo:hi])
+            for k, v in self._chunk(c).items():
+                parts.setdefault(k, []).append(v[lo:hi])
             i = c * CHUNK + hi
-        n = max(stop - start, 0)
-        if n:
-            cols = {k: np.concatenate(v) for k, v in parts.items()}
-            idx = np.arange(start, stop, dtype=np.int64)
-            base = self.start_ms + (idx * 1000 / self.events_per_second).astype(np.int64)
-            ts = (base - cols["lateness"]) * 1000
-            batch = pa.RecordBatch.from_arrays(
-                [
-                    pa.array(ts, pa.timestamp("us", tz="UTC")),
-                    _ids("m", self.merchants).take(pa.array(cols["merchant"])),
-                    _ids("p", self.payers).take(pa.array(cols["payer"])),
-                    pa.array(cols["amount"], pa.float64()),
-                    pa.array(np.array(DEVICES, dtype=object)[cols["device"]], pa.string()),
-                ],
-                schema=UPI_ARROW_SCHEMA,
-            )
-        else:
-            batch = pa.RecordBatch.from_pylist([], schema=UPI_ARROW_SCHEMA)
-        return batch
+        values = {k: np.concatenate(v) for k, v in parts.items()}
+        idx = np.arange(start, stop, dtype=np.int64)
+        event_ms = self.start_ms + (idx * 1000 / self.events_per_second).astype(np.int64) - values["lateness"]
+        arrays = [pa.array(event_ms * 1000, _TS), *self._columns(values, event_ms)]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
 
     def events_as_dicts(self, start: int = 0, end: int | None = None) -> list[dict]:
-        """Events ``[start, end)`` as dicts (event_time in epoch ms), e.g. for the test harness."""
+        """Events ``[start, end)`` as dicts (timestamps in epoch ms), e.g. for the test harness."""
         stop = self.events if end is None else end
         if stop is None:
             raise ValueError("an unbounded generator needs an explicit end")
         batch = self.generate(start, min(stop, self.events if self.events is not None else stop))
         table = pa.Table.from_batches([batch])
-        table = table.set_column(0, "event_time", table.column(0).cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64()))
+        for i, f in enumerate(table.schema):
+            if pa.types.is_timestamp(f.type):
+                ms = table.column(i).cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
+                table = table.set_column(i, f.name, ms)
         return table.to_pylist()
+
+
+UPI_ARROW_SCHEMA = pa.schema(
+    [("event_time", _TS), ("merchant_id", pa.string()), ("payer_id", pa.string()), ("amount", pa.float64()),
+     ("device", pa.string())]
+)
+
+
+@dataclass(frozen=True)
+class UpiPayments(Generator):
+    """UPI payments (event_time, merchant_id, payer_id, amount, device): seed 004's input.
+
+    Example::
+
+        UpiPayments(events=2_000_000, merchants=100_000, rate=50_000)
+    """
+
+    merchants: int = 10_000
+    payers: int = 1_000_000
+    #: 0 draws merchants uniformly; larger values favour low merchant numbers (hot keys)
+    merchant_skew: float = 0.0
+
+    arrow_schema = UPI_ARROW_SCHEMA
+    schema_ddl = "event_time timestamp, merchant_id string, payer_id string, amount double, device string"
+    time_column = "event_time"
+    name = "upi-payments"
+    _positive = ("merchants", "payers")
+
+    def _what(self) -> str:
+        return "UPI payment generator"
+
+    def _shape(self) -> str:
+        return f", {self.merchants:,} merchants"
+
+    def _draw(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        merchant = _skewed(rng, self.merchants, self.merchant_skew)
+        payer = rng.integers(0, self.payers, CHUNK)
+        amount = np.round(np.clip(np.exp(rng.normal(6.0, 1.2, CHUNK)), 1.0, 200_000.0), 2)
+        device = rng.choice(len(DEVICES), CHUNK, p=_DEVICE_P)
+        return {"merchant": merchant, "payer": payer, "amount": amount, "device": device}
+
+    def _columns(self, v: dict[str, np.ndarray], event_ms: np.ndarray) -> list[pa.Array]:
+        return [
+            _ids("m", self.merchants).take(pa.array(v["merchant"])),
+            _ids("p", self.payers).take(pa.array(v["payer"])),
+            pa.array(v["amount"], pa.float64()),
+            pa.array(np.array(DEVICES, dtype=object)[v["device"]], pa.string()),
+        ]
+
+
+@dataclass(frozen=True)
+class TaxiRides(Generator):
+    """NYC-style taxi rides (seed 000): pickup time, pickup and drop-off zone (1-265), fare.
+
+    Zones are skewed as in the city (a few busy zones take most pickups); ``total_amount`` is
+    the fare plus tip, tolls and surcharges. Ten rides per event-time second by default.
+
+    Example::
+
+        TaxiRides(events=500_000, events_per_second=10)
+    """
+
+    events_per_second: float = 10.0
+    max_out_of_orderness_ms: int = 30_000
+    zone_skew: float = 2.0
+
+    arrow_schema = pa.schema(
+        [("pickup_time", _TS), ("pickup_zone", pa.int32()), ("dropoff_zone", pa.int32()),
+         ("passengers", pa.int32()), ("trip_miles", pa.float64()), ("fare", pa.float64()),
+         ("total_amount", pa.float64())]
+    )
+    schema_ddl = (
+        "pickup_time timestamp, pickup_zone int, dropoff_zone int, passengers int, trip_miles double, "
+        "fare double, total_amount double"
+    )
+    time_column = "pickup_time"
+    name = "taxi-rides"
+
+    def _what(self) -> str:
+        return "taxi ride generator"
+
+    def _shape(self) -> str:
+        return f", {TAXI_ZONES} zones"
+
+    def _draw(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        pickup = _skewed(rng, TAXI_ZONES, self.zone_skew) + 1
+        dropoff = _skewed(rng, TAXI_ZONES, self.zone_skew) + 1
+        passengers = rng.choice(6, CHUNK, p=(0.70, 0.15, 0.06, 0.04, 0.03, 0.02)) + 1
+        miles = np.round(np.clip(rng.lognormal(0.6, 0.8, CHUNK), 0.1, 60.0), 2)
+        extras = np.round(rng.uniform(0.0, 0.25, CHUNK), 2)  # tip share
+        return {"pickup": pickup, "dropoff": dropoff, "passengers": passengers, "miles": miles, "extras": extras}
+
+    def _columns(self, v: dict[str, np.ndarray], event_ms: np.ndarray) -> list[pa.Array]:
+        fare = np.round(3.0 + 2.5 * v["miles"], 2)
+        total = np.round(fare * (1.0 + v["extras"]) + 3.5, 2)
+        return [
+            pa.array(v["pickup"], pa.int32()),
+            pa.array(v["dropoff"], pa.int32()),
+            pa.array(v["passengers"], pa.int32()),
+            pa.array(v["miles"], pa.float64()),
+            pa.array(fare, pa.float64()),
+            pa.array(total, pa.float64()),
+        ]
+
+
+@dataclass(frozen=True)
+class ClickEvents(Generator):
+    """A shop's click stream (seed 003's sessions): user, item, category and event type.
+
+    Users come and go: at any moment ``active_users`` of them are browsing, and the active set
+    moves on by ``active_users / 4`` users every ``shift_minutes`` of event time, so each user
+    has bursts of activity separated by long quiet spells (sessions). Items are skewed (some
+    are hot); ``categories`` group them.
+
+    Example::
+
+        ClickEvents(events=200_000, users=20_000, items=5_000)
+    """
+
+    events_per_second: float = 50.0
+    users: int = 20_000
+    active_users: int = 1_000
+    shift_minutes: float = 20.0
+    items: int = 5_000
+    categories: int = 20
+    item_skew: float = 3.0
+
+    arrow_schema = pa.schema(
+        [("event_time", _TS), ("user_id", pa.string()), ("item_id", pa.string()), ("category", pa.string()),
+         ("event_type", pa.string())]
+    )
+    schema_ddl = "event_time timestamp, user_id string, item_id string, category string, event_type string"
+    time_column = "event_time"
+    name = "click-events"
+    _positive = ("users", "active_users", "items", "categories")
+
+    def _what(self) -> str:
+        return "click-stream generator"
+
+    def _shape(self) -> str:
+        return f", {self.users:,} users, {self.items:,} items"
+
+    def _draw(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        return {
+            "user_offset": rng.integers(0, min(self.active_users, self.users), CHUNK),
+            "item": _skewed(rng, self.items, self.item_skew),
+            "type": rng.choice(len(CLICK_TYPES), CHUNK, p=_CLICK_P),
+        }
+
+    def _columns(self, v: dict[str, np.ndarray], event_ms: np.ndarray) -> list[pa.Array]:
+        period = int(self.shift_minutes * 60_000)
+        step = max(1, self.active_users // 4)
+        user = ((event_ms - self.start_ms) // period * step + v["user_offset"]) % self.users
+        category = v["item"] % self.categories
+        return [
+            _ids("u", self.users).take(pa.array(user)),
+            _ids("i", self.items).take(pa.array(v["item"])),
+            _ids("c", self.categories).take(pa.array(category)),
+            pa.array(np.array(CLICK_TYPES, dtype=object)[v["type"]], pa.string()),
+        ]
+
+
+#: every generator by class name (how a Spark data source and a checkpoint name them)
+GENERATORS: dict[str, type[Generator]] = {g.__name__: g for g in (UpiPayments, TaxiRides, ClickEvents)}

@@ -80,6 +80,8 @@ class ListSource:
     def never_behind_watermark(self, strategy: Any) -> bool:
         """No event arrives at or behind the watermark of its micro-batch (each batch's watermark
         follows from the largest event time of the batches before it)."""
+        if strategy.timestamp_assigner is not None:
+            return False  # a function's times are not known before it runs
         col = strategy.timestamp_column or self.time_column
         top: int | None = None
         for batch in self.batches:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from sparkstate.api.job import Job
-from sparkstate.connectors.generator import UpiPayments
+from sparkstate.connectors.generator import Generator, UpiPayments
 from sparkstate.errors import JobDefinitionError
 
 
@@ -18,17 +18,26 @@ class SeedJob:
     name: str
     seed: str
     description: str
-    build: Callable[[UpiPayments], Job]
+    build: Callable[[Any], Job]
     #: generator settings this job needs to show something (e.g. fewer keys)
     defaults: dict[str, Any] = field(default_factory=dict)
     #: columns to rank the final results by, for the summary table: (order by, keep per key)
     summary_key: str | None = None
     summary_order: str | None = None
+    #: the generator the job reads (its settings are the CLI's ``--set NAME=VALUE``)
+    generator: type[Generator] = UpiPayments
 
     def job(self, **generator: Any) -> Job:
-        """The job on a generator with ``self.defaults`` overridden by ``generator``."""
+        """The job on its generator with ``self.defaults`` overridden by ``generator``."""
         settings = {**self.defaults, **{k: v for k, v in generator.items() if v is not None}}
-        return self.build(UpiPayments(**settings))
+        known = self.generator.settings()
+        unknown = sorted(set(settings) - set(known))
+        if unknown:
+            raise JobDefinitionError(
+                f"job {self.name!r} reads {self.generator.__name__}, which has no setting {', '.join(map(repr, unknown))}; "
+                f"its settings: {', '.join(known)}"
+            )
+        return self.build(self.generator(**settings))
 
 
 _MODULES = [
@@ -41,6 +50,9 @@ _MODULES = [
     "inactivity_alert",
     "rate_limit",
     "upi_per_minute",
+    "taxi_zone_revenue",
+    "sessions",
+    "hot_items",
 ]
 
 JOBS: dict[str, SeedJob] = {}

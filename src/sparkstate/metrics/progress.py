@@ -51,6 +51,9 @@ class ProgressPrinter:
             f"state {op.get('numRowsTotal', 0):,} entries {human_bytes(state_bytes(op))}",
             f"commit {op.get('commitTimeMs', 0):,} ms",
         ]
+        for name, n in sorted((p.get("sideOutputs") or {}).items()):
+            if n:
+                parts.append(f"[yellow]{n:,} {name.replace('_', ' ')}[/]")
         if watermark and watermark.startswith("2262"):
             parts.append("wm end of input")  # the end-of-input marker's watermark
         elif watermark and not watermark.startswith("1970"):

@@ -39,9 +39,10 @@ _BATCH_SHAPING = {"rate", "max_batch", "partitions"}
 
 def source_identity(source: Any) -> dict:
     """What a checkpoint's offsets mean: the same offsets must give the same events again."""
-    fields = getattr(source, "__dataclass_fields__", None)
-    if type(source).__name__ == "UpiPayments" and fields:
-        return {"type": "UpiPayments", **{k: getattr(source, k) for k in fields if k not in _BATCH_SHAPING}}
+    from sparkstate.connectors.generator import Generator
+
+    if isinstance(source, Generator):
+        return {"type": type(source).__name__, **{k: getattr(source, k) for k in source.settings() if k not in _BATCH_SHAPING}}
     # a ListSource may grow by whole batches between runs; a Spark source keeps its own offsets
     return {"type": type(source).__name__}
 

@@ -68,6 +68,30 @@ def to_epoch_millis(value: Any) -> Any:
     return value
 
 
+class UnreadableTime:
+    """What a failing timestamp assigner gave instead of a time: the reason, for the dead letter."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def timestamp_reader(column: str | None, assigner: Callable[[dict], Any] | None = None) -> Callable[[dict], Any] | None:
+    """A function from an event dict to its raw event time (a column's value, or what the
+    timestamp assigner returns; an assigner's exception becomes an :class:`UnreadableTime`)."""
+    if assigner is None:
+        return methodcaller("get", column) if column else None
+
+    def read(ev: dict) -> Any:
+        try:
+            return assigner(ev)
+        except Exception as exc:
+            return UnreadableTime(f"timestamp assigner failed: {type(exc).__name__}: {exc}")
+
+    return read
+
+
 def key_getter(key_columns: Sequence[str]) -> Callable[[dict], Any]:
     """A function from an event dict to its key: a scalar for one column, a tuple for several."""
     if len(key_columns) == 1:
@@ -85,6 +109,7 @@ class KeyedOperator:
         key_columns: Sequence[str],
         timestamp_column: str | None = None,
         event_time: bool = True,
+        timestamp_assigner: Callable[[dict], Any] | None = None,
     ) -> None:
         if not isinstance(fn, KeyedProcessFunction):
             raise TypeError(f"expected a KeyedProcessFunction instance, got {fn!r}")
@@ -100,7 +125,8 @@ class KeyedOperator:
         self.ctx = Context(self.scope, self.timer_service)
         self.timer_ctx = OnTimerContext(self.scope, self.timer_service)
         self._key_of = key_getter(self.key_columns)
-        self._ts_of = methodcaller("get", timestamp_column) if timestamp_column else None
+        self.timestamp_assigner = timestamp_assigner
+        self._ts_of = timestamp_reader(timestamp_column, timestamp_assigner)
         #: key -> record of every key read or written since the last ``take_touched``
         self.touched: dict[Any, dict] = {}
         self._load: Callable[[Any], dict] = lambda key: {}
@@ -220,11 +246,14 @@ class KeyedOperator:
             return to_epoch_millis(t)
         if isinstance(t, int) and not isinstance(t, bool):
             return int(t)
-        col = self.timestamp_column
-        reason = (
-            f"no event time: column {col!r} is null" if t is None
-            else f"event time {_short.repr(t)} in column {col!r} is not a timestamp"
-        )
+        if isinstance(t, UnreadableTime):
+            reason = t.reason
+        elif self.timestamp_assigner is not None:
+            reason = f"timestamp assigner returned {_short.repr(t)}, not epoch ms or a datetime"
+        elif t is None:
+            reason = f"no event time: column {self.timestamp_column!r} is null"
+        else:
+            reason = f"event time {_short.repr(t)} in column {self.timestamp_column!r} is not a timestamp"
         self.scope.side.append((DEAD_LETTERS.name, {"raw": dead_letter_text(ev), "reason": reason}))
         return None
 

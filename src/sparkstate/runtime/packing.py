@@ -83,10 +83,31 @@ def _ipc(batch: pa.RecordBatch) -> bytes:
 class Packer:
     """Packs Arrow batches of events into rows of ``PACKED_ARROW_SCHEMA``."""
 
-    def __init__(self, key_columns: Sequence[str], key_groups: int, time_column: str | None) -> None:
+    def __init__(
+        self, key_columns: Sequence[str], key_groups: int, time_column: str | None,
+        timestamp_assigner: Callable[[dict], Any] | None = None,
+    ) -> None:
         self.key_columns = list(key_columns)
         self.key_groups = key_groups
         self.time_column = time_column
+        self.timestamp_assigner = timestamp_assigner
+
+    def _event_times(self, body: pa.RecordBatch) -> np.ndarray | None:
+        """Each event's time in ms (int64 min where it has none), or None without event time."""
+        none = np.iinfo(np.int64).min
+        if self.timestamp_assigner is not None:
+            from sparkstate.runtime.operator import timestamp_reader, to_epoch_millis
+
+            read = timestamp_reader(None, self.timestamp_assigner)
+            times = []
+            for ev in body.to_pylist():
+                t = to_epoch_millis(read(ev))  # type: ignore[misc]
+                times.append(t if type(t) is int else none)  # unreadable: a dead letter downstream
+            return np.array(times, dtype=np.int64)
+        if self.time_column is None:
+            return None
+        col = body.column(self.time_column)
+        return (pc.fill_null(col, none).to_numpy() if col.null_count else col.to_numpy()).astype(np.int64)
 
     def _prepare(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         arrays = [_to_millis(c) if pa.types.is_timestamp(c.type) else c for c in batch.columns]
@@ -106,11 +127,10 @@ class Packer:
         blobs = [_ipc(body.slice(s, e - s)) for s, e in zip(starts, ends)]
         n = len(blobs)
         ts_type = pa.timestamp("us", tz="UTC")
-        if self.time_column is not None:
-            col = body.column(self.time_column)
+        times = self._event_times(body)
+        if times is not None:
             none = np.iinfo(np.int64).min
-            times = pc.fill_null(col, none).to_numpy() if col.null_count else col.to_numpy()
-            latest = np.maximum.reduceat(times.astype(np.int64), starts)
+            latest = np.maximum.reduceat(times, starts)
             valid = latest != none
             ts = pa.array(np.where(valid, latest, 0) * 1000, ts_type, mask=~valid)
         else:
@@ -143,10 +163,11 @@ def end_of_input_row(part: int = 0, seq: int = 2**31 - 1) -> pa.RecordBatch:
 
 
 def make_packer(
-    key_columns: Sequence[str], key_groups: int, time_column: str | None
+    key_columns: Sequence[str], key_groups: int, time_column: str | None,
+    timestamp_assigner: Callable[[dict], Any] | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function given to ``mapInArrow`` (the partition id comes from Spark's TaskContext)."""
-    packer = Packer(key_columns, key_groups, time_column)
+    packer = Packer(key_columns, key_groups, time_column, timestamp_assigner)
 
     def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext

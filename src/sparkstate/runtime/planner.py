@@ -41,11 +41,15 @@ def native_blockers(job: Any) -> list[str]:
         out.append(f"its windows are {job.window_assigner.describe()} (native: tumbling or sliding event-time)")
     if not isinstance(job.window_function, BuiltinAggregates):
         out.append(f"its window function is {job.window_kind}() with user code (native: built-in aggregates only)")
+    elif job.window_process is not None:
+        out.append("a ProcessWindowFunction turns its aggregates into rows (native: built-in aggregates only)")
     if job.lateness_ms:
         out.append("it allows lateness (Spark SQL cannot re-fire a window)")
     routed = [name for name, _ in job.side_sinks]
     if routed:
         out.append(f"it routes side outputs {routed} to sinks (Spark SQL drops late rows)")
+    if job.watermark is not None and job.watermark.timestamp_assigner is not None:
+        out.append("its event time comes from a Python function (native: a timestamp column)")
     check = getattr(job.source_spec, "always_has_event_time", None)
     if check is None or not check(job.timestamp_column):
         out.append("its source may have events without event time (they go to the dead-letter output)")
@@ -79,7 +83,8 @@ def explain(job: Any) -> str:
     lines.append(f"  source:     {_describe(src)}")
     if job.watermark is not None:
         lines.append(
-            f"  event time: column {job.timestamp_column!r}, watermark = max - {job.watermark.max_out_of_orderness_ms} ms - 1 ms"
+            f"  event time: {job.watermark.describe_timestamps()}, "
+            f"watermark = max - {job.watermark.max_out_of_orderness_ms} ms - 1 ms"
         )
     lines.append(f"  key by:     {', '.join(job.key_columns)}")
     if job.window_assigner is not None:
@@ -90,6 +95,8 @@ def explain(job: Any) -> str:
         else:
             fn = job.window_function
             what = getattr(fn, "__name__", None) or type(fn).__name__
+        if job.window_process is not None:
+            what += f", then {type(job.window_process).__name__}"
         lines.append(f"  function:   {job.window_kind}: {what}")
     else:
         lines.append(f"  function:   {type(job.function).__name__} (keyed process function)")

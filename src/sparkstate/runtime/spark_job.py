@@ -51,6 +51,8 @@ class RunResult:
     progress: list[dict] = field(default_factory=list)
     #: side-output rows written in this run, by side output (late_data, dead_letters...)
     side_outputs: dict[str, int] = field(default_factory=dict)
+    #: the same, per batch id (a replayed batch counts once here)
+    batch_side_outputs: dict[int, dict[str, int]] = field(default_factory=dict)
     #: "python" or "native" (see ``sparkstate explain``)
     plan: str = "python"
 
@@ -110,6 +112,7 @@ def _operator_spec(job: Job) -> Any:
         event_time=job.watermark is not None or marker,
         end_watermark=END_OF_INPUT_MS - _watermark_delay_ms(job) if marker else None,
         side_outputs=job.side_output_names,
+        timestamp_assigner=job.watermark.timestamp_assigner if job.watermark else None,
     )
 
 
@@ -118,7 +121,10 @@ def side_output_dir(checkpoint_dir: str | Path) -> str:
     return str(Path(checkpoint_dir) / "side-outputs")
 
 
-def build_query(job: Job, spec: Any, spark: Any, checkpoint_dir: str | Path, side_counts: dict | None = None) -> Any:
+def build_query(
+    job: Job, spec: Any, spark: Any, checkpoint_dir: str | Path, side_counts: dict | None = None,
+    side_per_batch: dict | None = None,
+) -> Any:
     """The configured ``DataStreamWriter`` of ``job``."""
     from sparkstate.runtime.spark_processor import GROUP_STATE_SCHEMA, KeyGroupFunction, KeyGroupProcessor
     from sparkstate.runtime.spark_sinks import attach, attach_dispatch
@@ -149,7 +155,9 @@ def build_query(job: Job, spec: Any, spark: Any, checkpoint_dir: str | Path, sid
         )
     stream = out.writeStream.queryName(_query_name(job.name))
     if spec.side_outputs:
-        writer = attach_dispatch(job, stream, side_output_dir(checkpoint_dir), side_counts if side_counts is not None else {})
+        writer = attach_dispatch(
+            job, stream, side_output_dir(checkpoint_dir), side_counts if side_counts is not None else {}, side_per_batch
+        )
     else:
         writer = attach(job.sink_spec, stream)
     return writer.option("checkpointLocation", str(checkpoint_dir)).trigger(processingTime=job.settings.trigger_interval)
@@ -260,7 +268,7 @@ def run_job(
 
         writer = build_native_query(job, spark, checkpoint_dir, _uses_end_marker(job))
     else:
-        writer = build_query(job, spec, spark, checkpoint_dir, result.side_outputs)
+        writer = build_query(job, spec, spark, checkpoint_dir, result.side_outputs, result.batch_side_outputs)
 
     started = time.monotonic()
     query = writer.start()
@@ -300,6 +308,9 @@ def run_job(
 
 def _account(result: RunResult, p: dict, events: int) -> None:
     p["events"] = events
+    side = result.batch_side_outputs.get(p.get("batchId", -1))
+    if side:
+        p["sideOutputs"] = side
     result.progress.append(p)
     result.batches += 1
     result.events += events

@@ -74,6 +74,8 @@ class OperatorSpec:
     #: the side outputs the job can produce; when there are any, side rows travel in the
     #: output as ``(SIDE_COLUMN, SIDE_ROW_COLUMN)`` and a dispatcher splits them off
     side_outputs: tuple[str, ...] = ()
+    #: the watermark strategy's timestamp function, when event time is not a column
+    timestamp_assigner: Any = None
 
     @property
     def output_ddl(self) -> str:
@@ -161,7 +163,10 @@ class KeyGroupRunner:
     def __init__(self, spec: OperatorSpec, arrow_backed: bool = True) -> None:
         self.spec = spec
         self.arrow_backed = arrow_backed
-        self.op = KeyedOperator(spec.fn, spec.key_columns, spec.timestamp_column, event_time=spec.event_time)
+        self.op = KeyedOperator(
+            spec.fn, spec.key_columns, spec.timestamp_column, event_time=spec.event_time,
+            timestamp_assigner=spec.timestamp_assigner,
+        )
         self.op.open()
 
     def run(self, events: list, watermark: int, now: int, state: GroupState, expired: int | None = None) -> pd.DataFrame | None:

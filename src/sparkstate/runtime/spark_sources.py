@@ -7,9 +7,11 @@ replayed after a crash reads exactly the rows it read the first time.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import os
+import pickle
 import tempfile
 import time
 from dataclasses import dataclass
@@ -19,12 +21,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from sparkstate.api.schema import Schema
-from sparkstate.connectors.generator import UPI_ARROW_SCHEMA, UpiPayments
+from sparkstate.connectors.generator import GENERATORS, Generator
 from sparkstate.connectors.sources import DataFrameSource, ListSource
 from sparkstate.errors import JobDefinitionError
 from sparkstate.runtime.packing import END_OF_INPUT_MS, PACKED_SCHEMA, Packer, end_of_input_row, make_packer
 
-GENERATOR_FORMAT = "sparkstate_upi"
+GENERATOR_FORMAT = "sparkstate_generator"
 LIST_FORMAT = "sparkstate_list"
 
 def arrow_schema(ddl: str) -> pa.Schema:
@@ -49,17 +51,28 @@ def _packer(options: dict[str, str]) -> Packer | None:
     keys = options.get("pack_keys")
     if not keys:
         return None
-    return Packer(json.loads(keys), int(options["pack_key_groups"]), options.get("pack_time_column") or None)
+    assigner = options.get("pack_time_assigner")
+    return Packer(
+        json.loads(keys), int(options["pack_key_groups"]), options.get("pack_time_column") or None,
+        pickle.loads(base64.b64decode(assigner)) if assigner else None,
+    )
 
 
 def pack_options(job: Any, marker: bool) -> dict[str, str]:
     """Source options that make sparkstate's own sources emit packed rows for ``job``."""
-    return {
+    options = {
         "pack_keys": json.dumps(list(job.key_columns)),
         "pack_key_groups": str(job.settings.key_groups),
         "pack_time_column": job.timestamp_column or "",
         "pack_end_marker": "true" if marker else "false",
     }
+    assigner = job.watermark.timestamp_assigner if job.watermark else None
+    if assigner is not None:
+        from pyspark import cloudpickle
+
+        # options are strings: the function travels pickled (cloudpickle: lambdas and __main__)
+        options["pack_time_assigner"] = base64.b64encode(cloudpickle.dumps(assigner)).decode("ascii")
+    return options
 
 
 def raw_marker_options(job: Any) -> dict[str, str]:
@@ -86,33 +99,33 @@ def _offset(value: Any) -> int:
 # --------------------------------------------------------------------------- generator
 
 
-class UpiGeneratorDataSource(DataSource):
-    """``spark.readStream.format("sparkstate_upi")``: the UPI payment generator."""
+class GeneratorDataSource(DataSource):
+    """``spark.readStream.format("sparkstate_generator")``: one of sparkstate's generators."""
 
     @classmethod
     def name(cls) -> str:
         return GENERATOR_FORMAT
 
     def schema(self) -> str:
-        return PACKED_SCHEMA if self.options.get("pack_keys") else UpiPayments.schema_ddl
+        return PACKED_SCHEMA if self.options.get("pack_keys") else generator_from_options(self.options).schema_ddl
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         packer = _packer(self.options)
         raw = _raw_marker(self.options) if packer is None else None
         marker = (packer is not None and _marker(self.options)) or raw is not None
-        return UpiStreamReader(generator_from_options(self.options), packer, marker, raw)
+        return GeneratorStreamReader(generator_from_options(self.options), packer, marker, raw)
 
 
-def generator_options(gen: UpiPayments) -> dict[str, str]:
-    return {"spec": json.dumps(gen.__dict__)}
+def generator_options(gen: Generator) -> dict[str, str]:
+    return {"generator": type(gen).__name__, "spec": json.dumps(gen.__dict__)}
 
 
-def generator_from_options(options: dict[str, str]) -> UpiPayments:
-    return UpiPayments(**json.loads(options["spec"]))
+def generator_from_options(options: dict[str, str]) -> Generator:
+    return GENERATORS[options["generator"]](**json.loads(options["spec"]))
 
 
-class UpiStreamReader(DataSourceStreamReader):
-    def __init__(self, gen: UpiPayments, packer: Packer | None = None, marker: bool = False, raw_marker: str | None = None) -> None:
+class GeneratorStreamReader(DataSourceStreamReader):
+    def __init__(self, gen: Generator, packer: Packer | None = None, marker: bool = False, raw_marker: str | None = None) -> None:
         self.gen = gen
         self.packer = packer
         self.raw_marker = raw_marker
@@ -157,7 +170,7 @@ class UpiStreamReader(DataSourceStreamReader):
                 yield packed
         if self.marker and self.gen.ends_in(partition.start, partition.end):
             if self.raw_marker:
-                yield raw_end_marker(UPI_ARROW_SCHEMA, self.raw_marker)
+                yield raw_end_marker(self.gen.arrow_schema, self.raw_marker)
             else:
                 yield end_of_input_row(partition.index)
 
@@ -251,7 +264,7 @@ def _json_default(value: Any) -> Any:
 
 
 def register(spark: Any) -> None:
-    spark.dataSource.register(UpiGeneratorDataSource)
+    spark.dataSource.register(GeneratorDataSource)
     spark.dataSource.register(ListDataSource)
 
 
@@ -259,7 +272,7 @@ def build_source(spark: Any, source: Any, scratch_dir: str | None = None, option
     """The streaming DataFrame of a source spec (its raw events, or packed rows with ``options``)."""
     register(spark)
     extra = options or {}
-    if isinstance(source, UpiPayments):
+    if isinstance(source, Generator):
         reader = spark.readStream.format(GENERATOR_FORMAT)
         for k, v in {**generator_options(source), **extra}.items():
             reader = reader.option(k, v)
@@ -285,7 +298,7 @@ def build_source(spark: Any, source: Any, scratch_dir: str | None = None, option
     if getattr(source, "isStreaming", False):
         return source
     raise JobDefinitionError(
-        f"unsupported source {source!r}; use UpiPayments, ListSource, DataFrameSource or a streaming DataFrame"
+        f"unsupported source {source!r}; use a generator (UpiPayments, TaxiRides, ClickEvents), ListSource, DataFrameSource or a streaming DataFrame"
     )
 
 
@@ -296,7 +309,7 @@ def build_packed(spark: Any, job: Any, marker: bool, scratch_dir: str | None = N
     packed by a ``mapInArrow`` step.
     """
     source = job.source_spec
-    if isinstance(source, (UpiPayments, ListSource)):
+    if isinstance(source, (Generator, ListSource)):
         return build_source(spark, source, scratch_dir, pack_options(job, marker))
     df = build_source(spark, source, scratch_dir)
     columns = dict(df.dtypes)
@@ -310,7 +323,8 @@ def build_packed(spark: Any, job: Any, marker: bool, scratch_dir: str | None = N
         raise JobDefinitionError(
             f"job {job.name!r}: timestamp column {ts!r} has type {columns[ts]}; use a timestamp or epoch-ms bigint"
         )
-    return df.mapInArrow(make_packer(job.key_columns, job.settings.key_groups, ts), PACKED_SCHEMA)
+    assigner = job.watermark.timestamp_assigner if job.watermark else None
+    return df.mapInArrow(make_packer(job.key_columns, job.settings.key_groups, ts, assigner), PACKED_SCHEMA)
 
 
 def source_offset(progress_source: dict, which: str = "endOffset") -> int | None:

@@ -47,6 +47,7 @@ class WindowOperator(KeyedProcessFunction):
         key_columns: tuple[str, ...],
         allowed_lateness: int = 0,
         late_tag: OutputTag | None = None,
+        window_process: ProcessWindowFunction | None = None,
     ) -> None:
         if kind not in ("reduce", "aggregate", "process"):
             raise ValueError(f"unknown window function kind {kind!r}")
@@ -56,6 +57,7 @@ class WindowOperator(KeyedProcessFunction):
         self.key_columns = tuple(key_columns)
         self.allowed_lateness = allowed_lateness if assigner.time == "event" else 0
         self.late_tag = late_tag
+        self.window_process = window_process
 
     def open(self, ctx: Any) -> None:
         ctx.get_map_state(MapStateDescriptor(WINDOWS_STATE, tuple, object))
@@ -83,7 +85,8 @@ class WindowOperator(KeyedProcessFunction):
         self._bounds = self.assigner.bounds
         #: built-in aggregates make the whole output row in one generated call
         self._row = (
-            fn.window_row(self.key_columns, WINDOW_START, WINDOW_END) if isinstance(fn, BuiltinAggregates) else None
+            fn.window_row(self.key_columns, WINDOW_START, WINDOW_END)
+            if isinstance(fn, BuiltinAggregates) and self.window_process is None else None
         )
 
     # ------------------------------------------------------------------ elements
@@ -201,9 +204,13 @@ class WindowOperator(KeyedProcessFunction):
 
     def _emit(self, key: Any, window: tuple[int, int], acc: Any) -> list:
         kind = self.kind
-        if kind == "process":
-            fn: ProcessWindowFunction = self.function
-            rows = fn.process(key, WindowContext(TimeWindow(*window), self._scope), list(acc))
+        if kind == "process" or self.window_process is not None:
+            if kind == "process":
+                fn: ProcessWindowFunction = self.function
+                elements = list(acc)
+            else:
+                fn, elements = self.window_process, [self.function.get_result(acc)]  # type: ignore[assignment]
+            rows = fn.process(key, WindowContext(TimeWindow(*window), self._scope), elements)
             return list(rows) if rows is not None else []
         if self._row is not None:
             return [self._row(key, window[0], window[1], acc)]

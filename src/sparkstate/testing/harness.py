@@ -18,7 +18,7 @@ from sparkstate.api.state import TIMERS_FIELD
 from sparkstate.api.time import WatermarkStrategy
 from sparkstate.errors import JobDefinitionError
 from sparkstate.runtime.keygroups import dumps_state
-from sparkstate.runtime.operator import KeyedOperator, due_timer_limits, to_epoch_millis
+from sparkstate.runtime.operator import KeyedOperator, due_timer_limits, timestamp_reader, to_epoch_millis
 from sparkstate.runtime.output import arrow_table, python_rows
 
 
@@ -47,13 +47,16 @@ class KeyedHarness:
         serialize_state: bool = True,
     ) -> None:
         keys = [key_by] if isinstance(key_by, str) else list(key_by)
-        if watermark_strategy is not None and not watermark_strategy.timestamp_column:
+        if watermark_strategy is not None and not watermark_strategy.has_timestamps:
             raise JobDefinitionError(
-                "the watermark strategy needs a timestamp column: .with_timestamp_column('ts')"
+                "the watermark strategy needs a timestamp column or assigner: .with_timestamp_column('ts')"
             )
         self.watermark_strategy = watermark_strategy
-        ts_col = watermark_strategy.timestamp_column if watermark_strategy else None
-        self.operator = KeyedOperator(fn, keys, ts_col)
+        ws = watermark_strategy
+        self.operator = KeyedOperator(
+            fn, keys, ws.timestamp_column if ws else None, timestamp_assigner=ws.timestamp_assigner if ws else None
+        )
+        self._read_time = timestamp_reader(ws.timestamp_column, ws.timestamp_assigner) if ws else None
         self.descriptors = self.operator.open()
         self.schema = Schema.of(output_schema) if output_schema is not None else None
         self._arrow = self.schema.arrow if self.schema is not None else None
@@ -109,11 +112,10 @@ class KeyedHarness:
         return rows
 
     def _advance_watermark(self, events: list) -> None:
-        strategy = self.watermark_strategy
-        if strategy is None or not strategy.timestamp_column:
+        strategy, read = self.watermark_strategy, self._read_time
+        if strategy is None or read is None:
             return
-        col = strategy.timestamp_column
-        stamps = [t for ev in events if isinstance(ev, dict) and type(t := ev.get(col)) is int]
+        stamps = [t for ev in events if isinstance(ev, dict) and type(t := to_epoch_millis(read(ev))) is int]
         if stamps:
             top = max(stamps)
             self._max_ts = top if self._max_ts is None else max(self._max_ts, top)
