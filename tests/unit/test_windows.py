@@ -267,3 +267,35 @@ def test_aggregate_with_a_window_function_sees_the_aggregate_and_the_window():
         job(TumblingEventTimeWindows.of(MIN)).aggregate(Total(), window_function=lambda *a: a, output_schema="k string")
     with pytest.raises(JobDefinitionError, match="needs output_schema"):
         job(TumblingEventTimeWindows.of(MIN)).aggregate(agg.count(), window_function=Label())
+
+
+@pytest.mark.parametrize(
+    "assigner, lateness",
+    [
+        (TumblingEventTimeWindows.of(MIN), 0),
+        (TumblingEventTimeWindows.of(MIN), 2 * MIN),
+        (SlidingEventTimeWindows.of(3 * MIN, MIN), MIN),
+    ],
+)
+def test_whole_group_window_path_matches_the_per_event_path(assigner, lateness):
+    # non-merging windows run a key group in one pass; the per-event process_element /
+    # on_timer path (which sessions use) must give the same rows, side rows and state
+    import random
+
+    rnd = random.Random(3)
+    batches = [
+        [ev(rnd.randrange(0, 20 * MIN), rnd.choice("abc"), float(rnd.randrange(5))) for _ in range(40)]
+        for _ in range(8)
+    ]
+    j = job(assigner)
+    if lateness:
+        j = j.allowed_lateness(lateness)
+    runs = []
+    for whole_group in (True, False):
+        h = counts(j).harness()
+        if not whole_group:
+            h.operator._run_key_group = None
+        out = [h.process_batch(b) for b in batches]
+        runs.append((out, h.finish(), h.side_output("late_data"), h.records))
+    assert runs[0] == runs[1]
+    assert runs[0][2], "the input has late events"

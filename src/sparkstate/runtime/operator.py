@@ -26,7 +26,7 @@ import json
 import reprlib
 import types
 from operator import itemgetter, methodcaller
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from sparkstate.api.functions import (
     DEAD_LETTERS,
@@ -131,6 +131,7 @@ class KeyedOperator:
         self.touched: dict[Any, dict] = {}
         self._load: Callable[[Any], dict] = lambda key: {}
         self._opened = False
+        self._run_key_group: Callable[..., list] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -139,6 +140,7 @@ class KeyedOperator:
         if not self._opened:
             try:
                 self.fn.open(self.runtime_context)
+                self._run_key_group = getattr(self.fn, "run_key_group", None)
             except SparkStateError:
                 raise
             except Exception as exc:
@@ -175,6 +177,8 @@ class KeyedOperator:
 
     def run_batch(self, events: Iterable[dict], due_candidates: Iterable[tuple[Any, dict]] = ()) -> list:
         """Steps 1-3 of the module docs for one key group; returns the emitted rows."""
+        if self._run_key_group is not None:  # a built-in function that runs a whole group at once
+            return self._run_key_group(self, events, due_candidates)
         out = self.fire_due(due_candidates)
         out.extend(self.process(events))
         if self.scope.due:
@@ -198,16 +202,15 @@ class KeyedOperator:
         self.touched[key] = rec
         return rec
 
-    def process(self, events: Iterable[dict]) -> list:
-        """Run ``process_element`` on each event in order."""
-        out: list = []
-        extend = out.extend
+    def keyed_events(self, events: Iterable[dict]) -> Iterator[tuple[Any, dict, dict]]:
+        """Each event with its key and record, ``scope`` set to them and to its event time.
+
+        Events without a usable event time go to the dead-letter output here and are skipped.
+        """
         scope = self.scope
-        ctx = self.ctx
         key_of = self._key_of
         ts_of = self._ts_of
         touched = self.touched
-        process_element = self.fn.process_element
         for ev in events:
             try:
                 key = key_of(ev)
@@ -227,6 +230,15 @@ class KeyedOperator:
                 scope.timestamp = None
             scope.key = key
             scope.rec = rec
+            yield key, rec, ev
+
+    def process(self, events: Iterable[dict]) -> list:
+        """Run ``process_element`` on each event in order."""
+        out: list = []
+        extend = out.extend
+        ctx = self.ctx
+        process_element = self.fn.process_element
+        for key, _, ev in self.keyed_events(events):
             try:
                 result = process_element(ev, ctx)
                 if result is not None:

@@ -22,13 +22,14 @@ The semantics are Flink's (``WindowOperator`` with ``EventTimeTrigger`` /
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from operator import itemgetter
+from typing import Any, Callable, Iterable
 
 from sparkstate.api.agg import BuiltinAggregates
 from sparkstate.api.functions import MIN_WATERMARK, KeyedProcessFunction, OutputTag, TimeDomain
 from sparkstate.api.state import TIMERS_FIELD, AggregateFunction, MapStateDescriptor
 from sparkstate.api.windows import ProcessWindowFunction, TimeWindow, WindowAssigner, WindowContext
-from sparkstate.errors import ProcessFunctionError
+from sparkstate.errors import ProcessFunctionError, SparkStateError
 
 WINDOWS_STATE = "windows"
 WINDOW_START = "window_start"
@@ -83,6 +84,10 @@ class WindowOperator(KeyedProcessFunction):
             cols = self.key_columns
             self._key_row = lambda key: dict(zip(cols, key))
         self._bounds = self.assigner.bounds
+        if not self.assigner.merging:
+            # KeyedOperator hands whole key groups to _run_group instead of calling
+            # process_element and on_timer per event and per timer
+            self.run_key_group = self._run_group
         #: built-in aggregates make the whole output row in one generated call
         self._row = (
             fn.window_row(self.key_columns, WINDOW_START, WINDOW_END)
@@ -152,6 +157,110 @@ class WindowOperator(KeyedProcessFunction):
         if lateness:
             self._timer(rec, end_ts + lateness)
         return True
+
+    # ------------------------------------------------------------------ a whole key group
+
+    def _run_group(self, op: Any, events: Iterable[dict], candidates: Iterable[tuple[Any, dict]]) -> list:
+        """Steps 1-3 of the operator's batch contract for non-merging windows, in one pass.
+
+        The same state, timers and rows as ``process_element`` / ``on_timer`` (which sessions
+        still use); only the per-call overhead is gone: a new window registers its timers once,
+        and due timers fire without the generic dispatch.
+        """
+        scope = self._scope
+        out = self._fire_due(op, candidates)
+        lateness = self.allowed_lateness
+        event_time = self._event_time
+        watermark = scope.watermark if event_time else MIN_WATERMARK
+        domain, add, bounds, late_tag = self._domain, self._add, self._bounds, self.late_tag
+        agg_add = self.function.add if self.kind == "aggregate" else None
+        create = self.function.create_accumulator if agg_add is not None else None
+        value: Any = None
+        try:
+            for key, rec, value in op.keyed_events(events):
+                ts = scope.timestamp if event_time else scope.processing_time
+                windows = rec.get(WINDOWS_STATE)
+                placed = False
+                for w in bounds(ts):
+                    end_ts = w[1] - 1
+                    if end_ts + lateness <= watermark:
+                        continue  # this window is late: it has fired and been cleaned up
+                    placed = True
+                    if windows is None:
+                        windows = rec[WINDOWS_STATE] = {}
+                    acc = windows.get(w)
+                    fresh = acc is None
+                    if agg_add is not None:  # aggregate: the AggregateFunction's add, no wrapper
+                        acc = windows[w] = agg_add(value, create() if fresh else acc)
+                    else:
+                        acc = windows[w] = add(acc, value)
+                    if end_ts <= watermark:
+                        out.extend(self._emit(key, w, acc))  # late firing, within the lateness
+                        if fresh:
+                            self._timer(rec, end_ts + lateness)
+                    elif fresh:  # an existing window already has its timers
+                        timers = rec.get(TIMERS_FIELD)
+                        if timers is None:
+                            timers = rec[TIMERS_FIELD] = set()
+                        timers.add((domain, end_ts))
+                        if lateness:
+                            timers.add((domain, end_ts + lateness))
+                        if end_ts <= ts:  # a processing-time window ending this very millisecond
+                            scope.due.append((key, rec))
+                if not placed and late_tag is not None:
+                    scope.side.append((late_tag.name, value))
+        except SparkStateError:
+            raise
+        except Exception as exc:
+            raise op._user_error("process_element", scope.key, value, exc) from exc
+        if scope.due:
+            out.extend(self._fire_due(op, ()))
+        return out
+
+    def _fire_due(self, op: Any, candidates: Iterable[tuple[Any, dict]]) -> list:
+        """Fire this operator's due timers of ``candidates`` (and of records that registered
+        due ones), in timestamp order."""
+        scope = self._scope
+        limit = scope.watermark if self._event_time else scope.processing_time
+        domain = self._domain
+        due = []
+        for key, rec in (*candidates, *scope.due) if scope.due else candidates:
+            timers = rec.get(TIMERS_FIELD)
+            if timers:
+                for d, ts in timers:
+                    if ts <= limit and d == domain:
+                        due.append((ts, key, rec))
+        scope.due = []
+        if not due:
+            return []
+        due.sort(key=itemgetter(0))
+        out: list = []
+        touched = op.touched
+        row, lateness = self._row, self.allowed_lateness
+        ts = None
+        try:
+            for ts, key, rec in due:
+                timers = rec[TIMERS_FIELD]
+                timers.discard((domain, ts))
+                if not timers:
+                    del rec[TIMERS_FIELD]
+                touched.setdefault(key, rec)
+                windows = rec.get(WINDOWS_STATE)
+                if row is not None and windows is not None and len(windows) == 1:
+                    # on_timer's common case, inlined: a key's only window, built-in aggregates
+                    ((w, acc),) = windows.items()
+                    if w[1] - 1 == ts:
+                        out.append(row(key, w[0], w[1], acc))
+                    if w[1] - 1 + lateness == ts:
+                        del rec[WINDOWS_STATE]
+                    continue
+                scope.key, scope.rec, scope.timestamp = key, rec, ts
+                out.extend(self.on_timer(ts, None))
+        except SparkStateError:
+            raise
+        except Exception as exc:
+            raise op._user_error("on_timer", scope.key, f"timer at {ts}", exc) from exc
+        return out
 
     # ------------------------------------------------------------------ timers
 
