@@ -104,6 +104,7 @@ __all__ = [
     "Schema",
     "SparkStateError",
     "StateAccessError",
+    "StateDescriptorError",
     "StateDescriptor",
     "StateTypeError",
     "TimeDomain",

@@ -146,24 +146,24 @@ def _generator_settings(generator: type, pairs: tuple[str, ...]) -> dict:
 
     from sparkstate.errors import JobDefinitionError
 
-    types = {f.name: f.default for f in dataclasses.fields(generator)}
+    defaults = {f.name: f.default for f in dataclasses.fields(generator)}
     out: dict = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
         name = name.strip().replace("-", "_")
-        if not sep or name not in types:
+        if not sep or name not in defaults:
             raise JobDefinitionError(
-                f"--set {pair!r}: expected NAME=VALUE with NAME one of {', '.join(types)} ({generator.__name__})"
+                f"--set {pair!r}: expected NAME=VALUE with NAME one of {', '.join(defaults)} ({generator.__name__})"
             )
-        default = types[name]
+        default = defaults[name]
         try:
             if isinstance(default, bool):
                 if text.lower() not in ("true", "false"):
                     raise ValueError(text)
                 out[name] = text.lower() == "true"
-            elif isinstance(default, int) and "." not in text:
+            elif isinstance(default, int):
                 out[name] = int(text)
-            elif isinstance(default, (int, float)) or default is None:
+            elif isinstance(default, float) or default is None:
                 out[name] = float(text) if text.lower() != "none" else None
             else:
                 out[name] = text

@@ -11,7 +11,6 @@ from sparkstate import (
     Job,
     JobDefinitionError,
     KeyColumnError,
-    KeyedProcessFunction,
     ListSource,
     MemorySink,
     Schema,

@@ -77,20 +77,21 @@ class WindowAssigner:
 
 
 @dataclass(frozen=True)
-class TumblingEventTimeWindows(WindowAssigner):
-    """Fixed, non-overlapping windows of ``size`` in event time (aligned to the epoch + ``offset``)."""
+class _Tumbling(WindowAssigner):
+    """Fixed, non-overlapping windows of ``size`` (aligned to the epoch + ``offset``) on
+    either clock; the two public classes below only choose the clock."""
 
     size: int
     offset: int = 0
     kind = "tumbling"
 
-    @staticmethod
-    def of(size: Duration, offset: Duration = 0) -> "TumblingEventTimeWindows":
+    @classmethod
+    def of(cls, size: Duration, offset: Duration = 0) -> Any:
         s = _positive(size, "window size")
-        return TumblingEventTimeWindows(s, to_millis(offset, "window offset") % s)
+        return cls(s, to_millis(offset, "window offset") % s)
 
     def bounds(self, timestamp: int) -> tuple[tuple[int, int], ...]:
-        start = timestamp - (timestamp - self.offset) % self.size  # window_start, inlined
+        start = timestamp - (timestamp - self.offset) % self.size  # window_start, inlined: per event
         return ((start, start + self.size),)
 
     @property
@@ -98,7 +99,12 @@ class TumblingEventTimeWindows(WindowAssigner):
         return self.size
 
     def describe(self) -> str:
-        return f"tumbling event-time windows of {self.size} ms"
+        return f"tumbling {self.time}-time windows of {self.size} ms"
+
+
+@dataclass(frozen=True)
+class TumblingEventTimeWindows(_Tumbling):
+    """Fixed, non-overlapping windows of ``size`` in event time (aligned to the epoch + ``offset``)."""
 
 
 @dataclass(frozen=True)
@@ -149,25 +155,10 @@ class EventTimeSessionWindows(WindowAssigner):
 
 
 @dataclass(frozen=True)
-class TumblingProcessingTimeWindows(WindowAssigner):
+class TumblingProcessingTimeWindows(_Tumbling):
     """Fixed windows of ``size`` in processing time (the micro-batch clock on Spark)."""
 
-    size: int
-    offset: int = 0
     time = "processing"
-    kind = "tumbling"
-
-    @staticmethod
-    def of(size: Duration, offset: Duration = 0) -> "TumblingProcessingTimeWindows":
-        s = _positive(size, "window size")
-        return TumblingProcessingTimeWindows(s, to_millis(offset, "window offset") % s)
-
-    def bounds(self, timestamp: int) -> tuple[tuple[int, int], ...]:
-        start = timestamp - (timestamp - self.offset) % self.size  # window_start, inlined
-        return ((start, start + self.size),)
-
-    def describe(self) -> str:
-        return f"tumbling processing-time windows of {self.size} ms"
 
 
 class WindowContext:

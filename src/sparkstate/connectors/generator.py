@@ -68,7 +68,8 @@ class Generator:
     arrow_schema: ClassVar[pa.Schema]
     schema_ddl: ClassVar[str]
     time_column: ClassVar[str]
-    name: ClassVar[str]
+    #: what ``describe`` calls it
+    title: ClassVar[str]
     #: fields that must be >= 1
     _positive: ClassVar[tuple[str, ...]] = ()
 
@@ -132,10 +133,7 @@ class Generator:
     def describe(self) -> str:
         n = "unbounded" if self.events is None else f"{self.events:,} events"
         rate = f", {self.rate:,.0f} ev/s" if self.rate else ""
-        return f"{self._what()} ({n}{self._shape()}, seed {self.seed}{rate})"
-
-    def _what(self) -> str:
-        return type(self).__name__
+        return f"{self.title} ({n}{self._shape()}, seed {self.seed}{rate})"
 
     def _shape(self) -> str:
         return ""
@@ -210,11 +208,8 @@ class UpiPayments(Generator):
     arrow_schema = UPI_ARROW_SCHEMA
     schema_ddl = "event_time timestamp, merchant_id string, payer_id string, amount double, device string"
     time_column = "event_time"
-    name = "upi-payments"
+    title = "UPI payment generator"
     _positive = ("merchants", "payers")
-
-    def _what(self) -> str:
-        return "UPI payment generator"
 
     def _shape(self) -> str:
         return f", {self.merchants:,} merchants"
@@ -261,10 +256,7 @@ class TaxiRides(Generator):
         "fare double, total_amount double"
     )
     time_column = "pickup_time"
-    name = "taxi-rides"
-
-    def _what(self) -> str:
-        return "taxi ride generator"
+    title = "taxi ride generator"
 
     def _shape(self) -> str:
         return f", {TAXI_ZONES} zones"
@@ -318,11 +310,8 @@ class ClickEvents(Generator):
     )
     schema_ddl = "event_time timestamp, user_id string, item_id string, category string, event_type string"
     time_column = "event_time"
-    name = "click-events"
+    title = "click-stream generator"
     _positive = ("users", "active_users", "items", "categories")
-
-    def _what(self) -> str:
-        return "click-stream generator"
 
     def _shape(self) -> str:
         return f", {self.users:,} users, {self.items:,} items"

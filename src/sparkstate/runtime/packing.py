@@ -24,6 +24,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkstate.runtime.operator import timestamp_reader, to_epoch_millis
+
 PACKED_SCHEMA = "kg int, part int, seq int, ts timestamp, blob binary"
 PACKED_ARROW_SCHEMA = pa.schema(
     [
@@ -96,8 +98,6 @@ class Packer:
         """Each event's time in ms (int64 min where it has none), or None without event time."""
         none = np.iinfo(np.int64).min
         if self.timestamp_assigner is not None:
-            from sparkstate.runtime.operator import timestamp_reader, to_epoch_millis
-
             read = timestamp_reader(None, self.timestamp_assigner)
             times = []
             for ev in body.to_pylist():

@@ -49,12 +49,20 @@ class RunResult:
     peak_memory_bytes: int | None = None
     warnings: list[str] = field(default_factory=list)
     progress: list[dict] = field(default_factory=list)
-    #: side-output rows written in this run, by side output (late_data, dead_letters...)
-    side_outputs: dict[str, int] = field(default_factory=dict)
-    #: the same, per batch id (a replayed batch counts once here)
+    #: side-output rows written in this run, per batch id and side output (late_data,
+    #: dead_letters...); a batch replayed after a failure counts once
     batch_side_outputs: dict[int, dict[str, int]] = field(default_factory=dict)
     #: "python" or "native" (see ``sparkstate explain``)
     plan: str = "python"
+
+    @property
+    def side_outputs(self) -> dict[str, int]:
+        """Side-output rows written in this run, by side output."""
+        totals: dict[str, int] = {}
+        for counts in self.batch_side_outputs.values():
+            for name, n in counts.items():
+                totals[name] = totals.get(name, 0) + n
+        return totals
 
     @property
     def events_per_second(self) -> float:
@@ -122,8 +130,7 @@ def side_output_dir(checkpoint_dir: str | Path) -> str:
 
 
 def build_query(
-    job: Job, spec: Any, spark: Any, checkpoint_dir: str | Path, side_counts: dict | None = None,
-    side_per_batch: dict | None = None,
+    job: Job, spec: Any, spark: Any, checkpoint_dir: str | Path, side_counts: dict[int, dict[str, int]] | None = None
 ) -> Any:
     """The configured ``DataStreamWriter`` of ``job``."""
     from sparkstate.runtime.spark_processor import GROUP_STATE_SCHEMA, KeyGroupFunction, KeyGroupProcessor
@@ -155,9 +162,7 @@ def build_query(
         )
     stream = out.writeStream.queryName(_query_name(job.name))
     if spec.side_outputs:
-        writer = attach_dispatch(
-            job, stream, side_output_dir(checkpoint_dir), side_counts if side_counts is not None else {}, side_per_batch
-        )
+        writer = attach_dispatch(job, stream, side_output_dir(checkpoint_dir), side_counts if side_counts is not None else {})
     else:
         writer = attach(job.sink_spec, stream)
     return writer.option("checkpointLocation", str(checkpoint_dir)).trigger(processingTime=job.settings.trigger_interval)
@@ -268,7 +273,7 @@ def run_job(
 
         writer = build_native_query(job, spark, checkpoint_dir, _uses_end_marker(job))
     else:
-        writer = build_query(job, spec, spark, checkpoint_dir, result.side_outputs, result.batch_side_outputs)
+        writer = build_query(job, spec, spark, checkpoint_dir, result.batch_side_outputs)
 
     started = time.monotonic()
     query = writer.start()

@@ -103,14 +103,11 @@ def write_side(sink: Any, name: str, rows: list, schema: Any, spark: Any, batch_
         raise JobDefinitionError(f"unsupported sink {sink!r} for side output {name!r}")
 
 
-def attach_dispatch(
-    job: Any, writer: Any, default_dir: str, counts: dict[str, int], per_batch: dict[int, dict[str, int]] | None = None
-) -> Any:
+def attach_dispatch(job: Any, writer: Any, default_dir: str, counts: dict[int, dict[str, int]]) -> Any:
     """Configure ``writer`` to split each batch into the main sink and the side-output sinks.
 
     Side outputs without a sink of their own go to Parquet under ``default_dir/<name>``;
-    ``counts`` gets the number of side rows written per side output, and ``per_batch`` the
-    same figures per batch id (for the progress line).
+    ``counts[batch_id]`` gets the number of side rows written per side output.
     """
     from pyspark.sql import functions as F
 
@@ -133,9 +130,7 @@ def attach_dispatch(
                 by_name.setdefault(name, []).append(pickle.loads(blob))
             for name, rows in by_name.items():
                 write_side(sinks.get(name) or NoopSink(), name, rows, schemas.get(name), df.sparkSession, batch_id)
-                counts[name] = counts.get(name, 0) + len(rows)
-            if per_batch is not None:
-                per_batch[batch_id] = {name: len(rows) for name, rows in by_name.items()}
+            counts[batch_id] = {name: len(rows) for name, rows in by_name.items()}
         finally:
             df.unpersist()
 

@@ -97,34 +97,15 @@ class WindowOperator(KeyedProcessFunction):
     # ------------------------------------------------------------------ elements
 
     def process_element(self, value: dict, ctx: Any) -> list:
+        """One element into its session (merging windows); other windows run a whole key
+        group at once in :meth:`_run_group`."""
         scope = self._scope
-        lateness = self.allowed_lateness
-        if self._event_time:
-            ts, watermark = scope.timestamp, scope.watermark
-        else:
-            ts, watermark = scope.processing_time, MIN_WATERMARK  # never late
         rec = scope.rec
         windows = rec.get(WINDOWS_STATE)
         if windows is None:
             windows = rec[WINDOWS_STATE] = {}
         out: list = []
-        if self.assigner.merging:
-            placed = self._add_to_session(value, ts, watermark, windows, out)
-        else:
-            placed = False
-            add = self._add
-            for key in self._bounds(ts):
-                end_ts = key[1] - 1
-                if end_ts + lateness <= watermark:
-                    continue  # this window is late: it has fired and been cleaned up
-                placed = True
-                acc = windows[key] = add(windows.get(key), value)
-                if end_ts <= watermark:
-                    out.extend(self._emit(scope.key, key, acc))  # late firing, within the lateness
-                else:
-                    self._timer(rec, end_ts)
-                if lateness:
-                    self._timer(rec, end_ts + lateness)
+        placed = self._add_to_session(value, scope.timestamp, scope.watermark, windows, out)
         if not windows:
             del rec[WINDOWS_STATE]
         if not placed and self.late_tag is not None:
@@ -163,9 +144,8 @@ class WindowOperator(KeyedProcessFunction):
     def _run_group(self, op: Any, events: Iterable[dict], candidates: Iterable[tuple[Any, dict]]) -> list:
         """Steps 1-3 of the operator's batch contract for non-merging windows, in one pass.
 
-        The same state, timers and rows as ``process_element`` / ``on_timer`` (which sessions
-        still use); only the per-call overhead is gone: a new window registers its timers once,
-        and due timers fire without the generic dispatch.
+        Flink's rules as in the module docs, without the keyed operator's per-event and
+        per-timer calls: a new window registers its timers once, and due timers fire here.
         """
         scope = self._scope
         out = self._fire_due(op, candidates)
@@ -240,7 +220,9 @@ class WindowOperator(KeyedProcessFunction):
         ts = None
         try:
             for ts, key, rec in due:
-                timers = rec[TIMERS_FIELD]
+                timers = rec.get(TIMERS_FIELD)
+                if not timers or (domain, ts) not in timers:
+                    continue  # listed twice (a candidate that also registered a due timer)
                 timers.discard((domain, ts))
                 if not timers:
                     del rec[TIMERS_FIELD]
