@@ -269,11 +269,13 @@ def test_aggregate_with_a_window_function_sees_the_aggregate_and_the_window():
         job(TumblingEventTimeWindows.of(MIN)).aggregate(agg.count(), window_function=Label())
 
 
+@pytest.mark.parametrize("columnar", [True, False], ids=["columns", "dicts"])
 @pytest.mark.parametrize("assigner", [TumblingEventTimeWindows.of(MIN), SlidingEventTimeWindows.of(3 * MIN, MIN)])
-def test_windows_over_random_batches_match_a_direct_computation(assigner):
+def test_windows_over_random_batches_match_a_direct_computation(assigner, columnar):
     # the operator's whole-group pass against Flink's rules computed directly: an element
     # counts in each of its windows that has not fired (end - 1 > watermark of its batch);
-    # one in none of them is late data
+    # one in none of them is late data. Events reach it as columns (as on Spark), or as
+    # dicts when their fields differ (an extra field on one event per batch)
     import random
 
     rnd = random.Random(3)
@@ -281,6 +283,9 @@ def test_windows_over_random_batches_match_a_direct_computation(assigner):
         [ev(rnd.randrange(0, 20 * MIN), rnd.choice("abc"), float(rnd.randrange(5))) for _ in range(40)]
         for _ in range(8)
     ]
+    if not columnar:
+        for b in batches:
+            b[0] = {**b[0], "extra": 1}
     expected: dict = {}
     late = []
     watermark, top = -(2**63), None
@@ -302,3 +307,23 @@ def test_windows_over_random_batches_match_a_direct_computation(assigner):
     )
     assert h.side_output("late_data") == late and late, "the input has late events"
     assert h.records == {}, "every window's state is freed once it fired"
+
+
+def test_builtin_rows_follow_a_given_output_schema_order():
+    j = job(TumblingEventTimeWindows.of(MIN)).aggregate(
+        agg.sum("v", "total"), agg.count("n"), output_schema="total double, n bigint, window_end timestamp, k string, window_start timestamp"
+    )
+    h = j.sink(MemorySink()).harness()
+    h.process_batch([ev(1, v=2.0), ev(2, v=3.0)])
+    assert h.finish() == [{"total": 5.0, "n": 2, "window_end": MIN, "k": "a", "window_start": 0}]
+
+
+def test_window_state_of_another_layout_is_refused_with_the_fix():
+    from sparkstate.api.state import TIMERS_FIELD
+    from sparkstate.errors import CheckpointMismatchError
+
+    h = counts(job(TumblingEventTimeWindows.of(MIN))).harness()
+    # per-key window state, as an earlier layout kept it: {key: {windows: {(start, end): acc}}}
+    h.records["a"] = {"windows": {(0, MIN): [1, 1.0]}, TIMERS_FIELD: {(0, MIN - 1)}}
+    with pytest.raises(CheckpointMismatchError, match="fresh checkpoint"):
+        h.finish()

@@ -102,52 +102,78 @@ class BuiltinAggregates(AggregateFunction):
         self._build()
 
     def _build(self) -> None:
-        lines = ["def add(ev, acc):"]
+        #: the distinct input columns, in order: what ``tuple_add`` gets, one value each
+        self.input_columns = tuple(dict.fromkeys(a.column for a in self.aggs if a.column))
+        position = {c: j for j, c in enumerate(self.input_columns)}
+        init, result, body = self._plan()
+        source = "\n".join([
+            "def add(ev, acc):", *[line.format(v=f"ev[{c!r}]") for line, c in body], "    return acc",
+            # the same body over a tuple of the input columns' values (columnar events)
+            "def tuple_add(ev, acc):", *[line.format(v=f"ev[{position.get(c)}]") for line, c in body], "    return acc",
+            "def get_result(acc):", "    return {" + ", ".join(f"{n!r}: {x}" for n, x in result) + "}",
+        ])
+        namespace: dict[str, Any] = {}
+        exec(source, namespace)  # noqa: S102 - built from validated names only
+        self.add = namespace["add"]  # type: ignore[method-assign]
+        self.get_result = namespace["get_result"]  # type: ignore[method-assign]
+        self._tuple_add = namespace["tuple_add"]
+        self._init = init
+        self._results = result
+
+    def _plan(self) -> tuple[list, list[tuple[str, str]], list[tuple[str, str | None]]]:
+        """The accumulator's initial values, each result's name and expression, and ``add``'s
+        body as lines (``{v}`` reads the line's input column)."""
         init: list[Any] = []
-        result = []
+        result: list[tuple[str, str]] = []
+        body: list[tuple[str, str | None]] = []
         for a in self.aggs:
             i = len(init)
             if a.function == "count":
                 init.append(0)
-                lines.append(f"    acc[{i}] += 1")
-                result.append(f"{a.name!r}: acc[{i}]")
+                body.append((f"    acc[{i}] += 1", None))
+                result.append((a.name, f"acc[{i}]"))
                 continue
-            lines.append(f"    v = ev[{a.column!r}]")
-            lines.append("    if v is not None:")
+            lines = ["    v = {v}", "    if v is not None:"]
             if a.function == "sum":
                 init.append(None)
                 lines.append(f"        a = acc[{i}]; acc[{i}] = v if a is None else a + v")
-                result.append(f"{a.name!r}: acc[{i}]")
+                result.append((a.name, f"acc[{i}]"))
             elif a.function in ("min", "max"):
                 init.append(None)
                 op = "<" if a.function == "min" else ">"
-                lines.append(f"        a = acc[{i}]")
-                lines.append(f"        if a is None or v {op} a: acc[{i}] = v")
-                result.append(f"{a.name!r}: acc[{i}]")
+                lines += [f"        a = acc[{i}]", f"        if a is None or v {op} a: acc[{i}] = v"]
+                result.append((a.name, f"acc[{i}]"))
             else:  # avg: sum and count
                 init.extend([0.0, 0])
                 lines.append(f"        acc[{i}] += v; acc[{i + 1}] += 1")
-                result.append(f"{a.name!r}: (acc[{i}] / acc[{i + 1}] if acc[{i + 1}] else None)")
-        lines.append("    return acc")
-        lines.append("def get_result(acc):")
-        lines.append("    return {" + ", ".join(result) + "}")
-        namespace: dict[str, Any] = {}
-        exec("\n".join(lines), namespace)  # noqa: S102 - built from validated names only
-        self.add = namespace["add"]  # type: ignore[method-assign]
-        self.get_result = namespace["get_result"]  # type: ignore[method-assign]
-        self._init = init
-        self._result_items = result
+                result.append((a.name, f"(acc[{i}] / acc[{i + 1}] if acc[{i + 1}] else None)"))
+            body += [(line, a.column) for line in lines]
+        return init, result, body
 
-    def window_row(self, key_columns: tuple[str, ...], start: str, end: str) -> Any:
-        """A generated ``row(key, start, end, acc)``: a window's whole output row in one dict
-        display (key columns, results, window bounds), the per-firing cost of a window job."""
+    def tuple_add(self) -> Any:
+        """``add`` over a tuple of the values of :attr:`input_columns` instead of an event dict."""
+        return self._tuple_add
+
+    def window_row(self, key_columns: tuple[str, ...], start: str, end: str, order: tuple[str, ...] = ()) -> Any:
+        """A generated ``row(key, start, end, acc)``: a window's whole output row (key columns,
+        results, window bounds) in one display, the per-firing cost of a window job.
+
+        With ``order`` (the output schema's column names, when they are exactly these columns)
+        the row is a tuple in that order, which is cheaper to make and to turn into columns
+        than a dict; otherwise a dict.
+        """
         if len(key_columns) == 1:
-            keys = [f"{key_columns[0]!r}: key"]
+            exprs = {key_columns[0]: "key"}
         else:
-            keys = [f"{c!r}: key[{i}]" for i, c in enumerate(key_columns)]
-        items = keys + self._result_items + [f"{start!r}: s", f"{end!r}: e"]
+            exprs = {c: f"key[{i}]" for i, c in enumerate(key_columns)}
+        exprs.update(self._results)
+        exprs.update({start: "s", end: "e"})
+        if order and sorted(order) == sorted(exprs):
+            body = "(" + ", ".join(exprs[n] for n in order) + ",)"
+        else:
+            body = "{" + ", ".join(f"{n!r}: {x}" for n, x in exprs.items()) + "}"
         namespace: dict[str, Any] = {}
-        exec("def row(key, s, e, acc):\n    return {" + ", ".join(items) + "}", namespace)  # noqa: S102
+        exec(f"def row(key, s, e, acc):\n    return {body}", namespace)  # noqa: S102
         return namespace["row"]
 
     def create_accumulator(self) -> list:

@@ -285,6 +285,7 @@ class Job:
         fn = WindowOperator(
             self.window_assigner, self.window_kind, self.window_function, self.key_columns, self.lateness_ms, late,
             self.window_process if self.window_kind == "aggregate" else None,
+            self.output.names if self.output is not None else (),
         )
         return replace(self, function=fn)
 

@@ -204,9 +204,8 @@ class Schema:
             if type(first) is dict:
                 return {n: [r[n] for r in rows] for n in names}
             if type(first) is tuple and len(first) == len(names):
-                cols = list(zip(*rows))
-                if len(cols) == len(names) and all(len(r) == len(names) for r in rows):
-                    return {n: list(c) for n, c in zip(names, cols)}
+                if set(map(len, rows)) == {len(names)}:  # zip would cut longer rows silently
+                    return {n: list(c) for n, c in zip(names, zip(*rows))}
         except (KeyError, TypeError, IndexError):
             pass  # mixed or malformed rows: the slow path names the bad one
         dicts = [self.row_to_dict(r) for r in rows]

@@ -211,13 +211,61 @@ def _pylist(col: pa.ChunkedArray) -> list:
     return col.to_pylist(maps_as_pydicts="strict") if has_map(col.type) else col.to_pylist()
 
 
-def unpack_events(packed: Iterable[tuple[int, int, bytes | None]]) -> list[dict[str, Any]]:
-    """``(part, seq, blob)`` rows back to event dicts, in arrival order."""
+class EventColumns:
+    """A micro-batch's events column by column, in arrival order; iterating gives event dicts.
+
+    Functions see one dict per event, made as they iterate; built-in window aggregates read
+    just the columns they need (:meth:`column`) and make no dicts at all.
+    """
+
+    __slots__ = ("names", "columns")
+
+    def __init__(self, names: Sequence[str], columns: Sequence[list]) -> None:
+        self.names = tuple(names)
+        self.columns = list(columns)
+
+    @staticmethod
+    def of(events: Iterable[dict]) -> "EventColumns":
+        """Event dicts as columns (the first event's keys; a missing value reads as None)."""
+        rows = events if isinstance(events, list) else list(events)
+        names = tuple(rows[0]) if rows and isinstance(rows[0], dict) else ()
+        return EventColumns(names, [[ev.get(n) for ev in rows] for n in names])
+
+    def __len__(self) -> int:
+        return len(self.columns[0]) if self.columns else 0
+
+    def __iter__(self) -> Iterator[dict]:
+        return map(_dict_maker(self.names), *self.columns) if self.columns else iter(())
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, (list, EventColumns)) else NotImplemented
+
+    def column(self, name: str) -> list | None:
+        """The values of column ``name``, or None when the events have no such column."""
+        try:
+            return self.columns[self.names.index(name)]
+        except ValueError:
+            return None
+
+    def row(self, i: int) -> dict:
+        """Event ``i`` as a dict."""
+        return {n: c[i] for n, c in zip(self.names, self.columns)}
+
+
+def unpack_events(packed: Iterable[tuple[int, int, bytes | None]]) -> EventColumns | list[dict[str, Any]]:
+    """``(part, seq, blob)`` rows back to events, in arrival order: columns when every blob
+    has the same columns (always, for one source), else a list of event dicts."""
+    tables = [
+        pa.ipc.open_stream(blob).read_all()
+        for _, _, blob in sorted(packed, key=lambda r: (r[0], r[1])) if blob is not None
+    ]
+    if not tables:
+        return EventColumns((), [])
+    first = tables[0].schema
+    if all(t.schema.equals(first) for t in tables[1:]):
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        return EventColumns(table.column_names, [_pylist(c) for c in table.columns])
     events: list[dict[str, Any]] = []
-    for _, _, blob in sorted(packed, key=lambda r: (r[0], r[1])):
-        if blob is None:
-            continue
-        table = pa.ipc.open_stream(blob).read_all()
-        cols = [_pylist(c) for c in table.columns]
-        events.extend(map(_dict_maker(tuple(table.column_names)), *cols))
+    for table in tables:
+        events.extend(map(_dict_maker(tuple(table.column_names)), *[_pylist(c) for c in table.columns]))
     return events

@@ -2,9 +2,16 @@
 
 A windowed job compiles to :class:`WindowOperator`, an ordinary ``KeyedProcessFunction``, so
 windows get everything keyed functions have (key groups, RocksDB buckets, timers that survive
-restarts, the harness) with no engine code of their own. Per key, the state ``windows`` maps
-``(start, end)`` to the window's contents: an accumulator (``aggregate``), the reduced element
-(``reduce``) or the list of elements (``process``).
+restarts, the harness) with no engine code of their own. A window's *contents* are an
+accumulator (``aggregate``), the reduced element (``reduce``) or the list of elements
+(``process``). Where they live depends on the assigner:
+
+* tumbling and sliding windows keep one record per window (a *pane*) and key group, keyed
+  ``(start, end)``: ``windows`` maps each key with elements in the window to its contents, and
+  the record holds the window's firing and cleanup timers. A window fires for all its keys at
+  once, with one timer, and no per-key record is read or written;
+* session windows merge per key, so their state is per key: ``windows`` maps the key's
+  sessions ``(start, end)`` to their contents, with a timer per session.
 
 The semantics are Flink's (``WindowOperator`` with ``EventTimeTrigger`` /
 ``ProcessingTimeTrigger``):
@@ -22,6 +29,7 @@ The semantics are Flink's (``WindowOperator`` with ``EventTimeTrigger`` /
 
 from __future__ import annotations
 
+from itertools import count, repeat
 from operator import itemgetter
 from typing import Any, Callable, Iterable
 
@@ -29,7 +37,8 @@ from sparkstate.api.agg import BuiltinAggregates
 from sparkstate.api.functions import MIN_WATERMARK, KeyedProcessFunction, OutputTag, TimeDomain
 from sparkstate.api.state import TIMERS_FIELD, AggregateFunction, MapStateDescriptor
 from sparkstate.api.windows import ProcessWindowFunction, TimeWindow, WindowAssigner, WindowContext
-from sparkstate.errors import ProcessFunctionError, SparkStateError
+from sparkstate.runtime.packing import EventColumns
+from sparkstate.errors import CheckpointMismatchError, KeyColumnError, ProcessFunctionError, SparkStateError
 
 WINDOWS_STATE = "windows"
 WINDOW_START = "window_start"
@@ -49,6 +58,7 @@ class WindowOperator(KeyedProcessFunction):
         allowed_lateness: int = 0,
         late_tag: OutputTag | None = None,
         window_process: ProcessWindowFunction | None = None,
+        output_names: tuple[str, ...] = (),
     ) -> None:
         if kind not in ("reduce", "aggregate", "process"):
             raise ValueError(f"unknown window function kind {kind!r}")
@@ -59,6 +69,8 @@ class WindowOperator(KeyedProcessFunction):
         self.allowed_lateness = allowed_lateness if assigner.time == "event" else 0
         self.late_tag = late_tag
         self.window_process = window_process
+        #: the output schema's column order (built-in aggregates then emit tuples in it)
+        self.output_names = tuple(output_names)
 
     def open(self, ctx: Any) -> None:
         ctx.get_map_state(MapStateDescriptor(WINDOWS_STATE, tuple, object))
@@ -66,17 +78,22 @@ class WindowOperator(KeyedProcessFunction):
         self._event_time = self.assigner.time == "event"
         self._domain = EVENT if self._event_time else PROC
         fn = self.function
+        # every kind as (create, add): a window's first element goes to add(value, create())
         if self.kind == "aggregate":
             agg: AggregateFunction = fn
-            create, add = agg.create_accumulator, agg.add
-            self._add: Callable[[Any, dict], Any] = lambda acc, ev: add(ev, create() if acc is None else acc)
+            self._create: Callable[[], Any] = agg.create_accumulator
+            self._add: Callable[[Any, Any], Any] = agg.add
             self._merge: Callable[[Any, Any], Any] = agg.merge
         elif self.kind == "reduce":
-            self._add = lambda acc, ev: dict(ev) if acc is None else fn(acc, ev)
+            self._create = _nothing
+            self._add = lambda ev, acc: dict(ev) if acc is None else fn(acc, ev)
             self._merge = fn
         else:
+            self._create = list
             self._add = _append
             self._merge = lambda a, b: a + b
+        #: built-ins read their input columns straight from columnar events, no dicts
+        self._column_add = fn.tuple_add() if isinstance(fn, BuiltinAggregates) else None
         if len(self.key_columns) == 1:
             only = self.key_columns[0]
             self._key_row: Callable[[Any], dict] = lambda key: {only: key}
@@ -85,12 +102,12 @@ class WindowOperator(KeyedProcessFunction):
             self._key_row = lambda key: dict(zip(cols, key))
         self._bounds = self.assigner.bounds
         if not self.assigner.merging:
-            # KeyedOperator hands whole key groups to _run_group instead of calling
+            # KeyedOperator hands whole key groups to _run_panes instead of calling
             # process_element and on_timer per event and per timer
-            self.run_key_group = self._run_group
+            self.run_key_group = self._run_panes
         #: built-in aggregates make the whole output row in one generated call
         self._row = (
-            fn.window_row(self.key_columns, WINDOW_START, WINDOW_END)
+            fn.window_row(self.key_columns, WINDOW_START, WINDOW_END, self.output_names)
             if isinstance(fn, BuiltinAggregates) and self.window_process is None else None
         )
 
@@ -98,7 +115,7 @@ class WindowOperator(KeyedProcessFunction):
 
     def process_element(self, value: dict, ctx: Any) -> list:
         """One element into its session (merging windows); other windows run a whole key
-        group at once in :meth:`_run_group`."""
+        group at once in :meth:`_run_panes`."""
         scope = self._scope
         rec = scope.rec
         windows = rec.get(WINDOWS_STATE)
@@ -130,7 +147,7 @@ class WindowOperator(KeyedProcessFunction):
             if lateness:
                 self._untimer(rec, w[1] - 1 + lateness)
         key = (start, end)
-        acc = windows[key] = self._add(acc, value)
+        acc = windows[key] = self._add(value, self._create() if acc is None else acc)
         if end_ts <= watermark:
             out.extend(self._emit(self._scope.key, key, acc))
         else:
@@ -139,77 +156,155 @@ class WindowOperator(KeyedProcessFunction):
             self._timer(rec, end_ts + lateness)
         return True
 
-    # ------------------------------------------------------------------ a whole key group
+    # ------------------------------------------------------------------ panes: a whole key group
 
-    def _run_group(self, op: Any, events: Iterable[dict], candidates: Iterable[tuple[Any, dict]]) -> list:
+    def _run_panes(self, op: Any, events: Iterable[dict], candidates: Iterable[tuple[Any, dict]]) -> list:
         """Steps 1-3 of the operator's batch contract for non-merging windows, in one pass.
 
-        Flink's rules as in the module docs, without the keyed operator's per-event and
-        per-timer calls: a new window registers its timers once, and due timers fire here.
+        Non-merging windows keep their state by *pane*: one record per window of the key
+        group, keyed ``(start, end)``, holding ``{key: contents}`` for every key with elements
+        in it, and the window's two timers (firing and cleanup). An element is a dict update;
+        firing a window is one timer and one pass over its pane. Flink's rules are as in the
+        module docs; only the layout differs from per-key windows.
         """
         scope = self._scope
-        out = self._fire_due(op, candidates)
-        lateness = self.allowed_lateness
-        event_time = self._event_time
-        watermark = scope.watermark if event_time else MIN_WATERMARK
-        domain, add, bounds, late_tag = self._domain, self._add, self._bounds, self.late_tag
-        agg_add = self.function.add if self.kind == "aggregate" else None
-        create = self.function.create_accumulator if agg_add is not None else None
-        value: Any = None
+        out = self._fire_panes(op, candidates)
+        if not len(events):  # type: ignore[arg-type]
+            return out
+        keys, times, values, event_at, add = self._inputs(op, events)
+        watermark = scope.watermark if self._event_time else MIN_WATERMARK
+        now = scope.processing_time
+        create, bounds, late_tag = self._create, self._bounds, self.late_tag
+        #: the open panes this batch has written to, by window
+        live: dict[tuple[int, int], dict] = {}
+        # the last on-time window that is an element's only window (tumbling): the next
+        # element in [lo, hi) belongs to it alone, with no window computation
+        lo = hi = 0
+        cur: dict = {}
+        key: Any = None
+        i = -1
         try:
-            for key, rec, value in op.keyed_events(events):
-                ts = scope.timestamp if event_time else scope.processing_time
-                windows = rec.get(WINDOWS_STATE)
+            for i, key, t, v in zip(count(), keys, times, values):
+                if type(t) is not int:
+                    t = op._event_time_of(event_at(i), t)
+                    if t is None:
+                        continue  # a dead letter
+                if lo <= t < hi:
+                    acc = cur.get(key)
+                    cur[key] = add(v, create() if acc is None else acc)
+                    continue
                 placed = False
-                for w in bounds(ts):
-                    end_ts = w[1] - 1
-                    if end_ts + lateness <= watermark:
-                        continue  # this window is late: it has fired and been cleaned up
+                ws = bounds(t)
+                for w in ws:
+                    contents = live.get(w)
+                    if contents is None:
+                        contents = self._pane(op, w, watermark, now)
+                        if contents is None:
+                            continue  # late: this window has fired and been cleaned up
+                        if w[1] - 1 <= watermark:
+                            # late firing within the allowed lateness: the window fires again
+                            # at once with the element added (not cached: rare, and each fires)
+                            acc = contents.get(key)
+                            acc = contents[key] = add(v, create() if acc is None else acc)
+                            out.extend(self._emit(key, w, acc))
+                            placed = True
+                            continue
+                        live[w] = contents
                     placed = True
-                    if windows is None:
-                        windows = rec[WINDOWS_STATE] = {}
-                    acc = windows.get(w)
-                    fresh = acc is None
-                    if agg_add is not None:  # aggregate: the AggregateFunction's add, no wrapper
-                        acc = windows[w] = agg_add(value, create() if fresh else acc)
-                    else:
-                        acc = windows[w] = add(acc, value)
-                    if end_ts <= watermark:
-                        out.extend(self._emit(key, w, acc))  # late firing, within the lateness
-                        if fresh:
-                            self._timer(rec, end_ts + lateness)
-                    elif fresh:  # an existing window already has its timers
-                        timers = rec.get(TIMERS_FIELD)
-                        if timers is None:
-                            timers = rec[TIMERS_FIELD] = set()
-                        timers.add((domain, end_ts))
-                        if lateness:
-                            timers.add((domain, end_ts + lateness))
-                        if end_ts <= ts:  # a processing-time window ending this very millisecond
-                            scope.due.append((key, rec))
+                    acc = contents.get(key)
+                    contents[key] = add(v, create() if acc is None else acc)
+                    if len(ws) == 1:
+                        lo, hi, cur = w[0], w[1], contents
                 if not placed and late_tag is not None:
-                    scope.side.append((late_tag.name, value))
+                    scope.side.append((late_tag.name, event_at(i)))
         except SparkStateError:
             raise
         except Exception as exc:
-            raise op._user_error("process_element", scope.key, value, exc) from exc
+            raise op._user_error("process_element", key, event_at(i) if i >= 0 else None, exc) from exc
         if scope.due:
-            out.extend(self._fire_due(op, ()))
+            out.extend(self._fire_panes(op, ()))
         return out
 
-    def _fire_due(self, op: Any, candidates: Iterable[tuple[Any, dict]]) -> list:
-        """Fire this operator's due timers of ``candidates`` (and of records that registered
-        due ones), in timestamp order."""
+    def _inputs(self, op: Any, events: Iterable[dict]) -> tuple[Any, Any, Any, Callable[[int], dict], Callable]:
+        """The batch's keys, raw times and window-function inputs as parallel sequences, the
+        event at an index (for side outputs and errors), and the add function for the inputs.
+
+        Columnar events give built-in aggregates tuples of just their input columns; anything
+        else gets the event dicts.
+        """
+        cols = self.key_columns
+        add = self._add
+        if isinstance(events, EventColumns):
+            keycols = [events.column(c) for c in cols]
+            if any(c is None for c in keycols):
+                raise KeyColumnError(f"{op.name}: event {events.row(0)!r:.200} has no key column {list(cols)}")
+            keys: Any = keycols[0] if len(cols) == 1 else list(zip(*keycols))
+            if op.timestamp_assigner is None and op.timestamp_column:
+                times: Any = events.column(op.timestamp_column) or repeat(None)
+            else:
+                times = list(map(op._ts_of, events)) if op._ts_of is not None else repeat(None)
+            inputs = [events.column(c) for c in self.function.input_columns] if self._column_add else None
+            if inputs is not None and all(c is not None for c in inputs):
+                values: Any = zip(*inputs) if inputs else repeat(())
+                add = self._column_add
+            else:
+                values = events
+            event_at = events.row
+        else:
+            evs = events  # a list (the operator's contract)
+            try:
+                keys = list(map(op._key_of, evs))
+            except (KeyError, TypeError, IndexError) as exc:
+                bad = next(ev for ev in evs if not _has_key(op._key_of, ev))
+                raise KeyColumnError(f"{op.name}: event {bad!r:.200} has no key column {list(cols)}") from exc
+            times = list(map(op._ts_of, evs)) if op._ts_of is not None else repeat(None)
+            values = evs
+            event_at = evs.__getitem__
+        if not self._event_time:
+            times = repeat(self._scope.processing_time)
+        missing = None in keys if len(cols) == 1 else any(None in k for k in keys)
+        if missing:
+            i = next(i for i, k in enumerate(keys) if k is None or (type(k) is tuple and None in k))
+            raise KeyColumnError(f"{op.name}: event {event_at(i)!r:.200} has no value for key column(s) {list(cols)}")
+        return keys, times, values, event_at, add
+
+    def _pane(self, op: Any, w: tuple[int, int], watermark: int, now: int) -> dict | None:
+        """Window ``w``'s pane contents (its record loaded or made, with its timers), or None
+        when the window is late."""
+        end_ts = w[1] - 1
+        lateness = self.allowed_lateness
+        if end_ts + lateness <= watermark:
+            return None
+        rec = op.touched.get(w)
+        if rec is None:
+            rec = op._record_for(w, w)
+        contents = rec.get(WINDOWS_STATE)
+        if contents is None:
+            contents = rec[WINDOWS_STATE] = {}
+            domain = self._domain
+            timers = rec[TIMERS_FIELD] = {(domain, end_ts + lateness)}
+            if end_ts > watermark:
+                timers.add((domain, end_ts))
+                if not self._event_time and end_ts <= now:  # a processing-time window ending now
+                    self._scope.due.append((w, rec))
+        return contents
+
+    def _fire_panes(self, op: Any, candidates: Iterable[tuple[Any, dict]]) -> list:
+        """Fire the due timers of ``candidates`` (and of panes that registered due ones), in
+        timestamp order: a firing timer emits its window's rows, a cleanup timer frees it."""
         scope = self._scope
         limit = scope.watermark if self._event_time else scope.processing_time
         domain = self._domain
         due = []
-        for key, rec in (*candidates, *scope.due) if scope.due else candidates:
-            timers = rec.get(TIMERS_FIELD)
-            if timers:
-                for d, ts in timers:
-                    if ts <= limit and d == domain:
-                        due.append((ts, key, rec))
+        for w, rec in (*candidates, *scope.due) if scope.due else candidates:
+            if type(w) is not tuple or len(w) != 2 or WINDOWS_STATE not in rec:
+                raise CheckpointMismatchError(
+                    f"window state for key {w!r} is in a layout this version of sparkstate does not read "
+                    "(per-key windows of an earlier version); start the job with a fresh checkpoint"
+                )
+            for d, ts in rec.get(TIMERS_FIELD, ()):
+                if ts <= limit and d == domain:
+                    due.append((ts, w, rec))
         scope.due = []
         if not due:
             return []
@@ -217,31 +312,29 @@ class WindowOperator(KeyedProcessFunction):
         out: list = []
         touched = op.touched
         row, lateness = self._row, self.allowed_lateness
-        ts = None
+        key = None
         try:
-            for ts, key, rec in due:
+            for ts, w, rec in due:
                 timers = rec.get(TIMERS_FIELD)
                 if not timers or (domain, ts) not in timers:
                     continue  # listed twice (a candidate that also registered a due timer)
                 timers.discard((domain, ts))
-                if not timers:
-                    del rec[TIMERS_FIELD]
-                touched.setdefault(key, rec)
-                windows = rec.get(WINDOWS_STATE)
-                if row is not None and windows is not None and len(windows) == 1:
-                    # on_timer's common case, inlined: a key's only window, built-in aggregates
-                    ((w, acc),) = windows.items()
-                    if w[1] - 1 == ts:
-                        out.append(row(key, w[0], w[1], acc))
-                    if w[1] - 1 + lateness == ts:
-                        del rec[WINDOWS_STATE]
-                    continue
-                scope.key, scope.rec, scope.timestamp = key, rec, ts
-                out.extend(self.on_timer(ts, None))
+                touched.setdefault(w, rec)
+                contents = rec[WINDOWS_STATE]
+                if w[1] - 1 == ts:
+                    s, e = w
+                    if row is not None:
+                        out.extend([row(k, s, e, acc) for k, acc in contents.items()])
+                    else:
+                        for key, acc in contents.items():
+                            scope.key = key
+                            out.extend(self._emit(key, w, acc))
+                if w[1] - 1 + lateness == ts:
+                    rec.clear()  # finally done: the pane and its timers are freed
         except SparkStateError:
             raise
         except Exception as exc:
-            raise op._user_error("on_timer", scope.key, f"timer at {ts}", exc) from exc
+            raise op._user_error("on_timer", key, f"timer at {ts}", exc) from exc
         return out
 
     # ------------------------------------------------------------------ timers
@@ -321,9 +414,19 @@ class WindowOperator(KeyedProcessFunction):
         return [row]
 
 
-def _append(acc: list | None, ev: dict) -> list:
-    if acc is None:
-        return [ev]
+def _append(ev: dict, acc: list) -> list:
     acc.append(ev)
     return acc
 
+
+def _nothing() -> None:
+    return None
+
+
+
+def _has_key(key_of: Callable[[dict], Any], ev: Any) -> bool:
+    try:
+        key_of(ev)
+        return True
+    except (KeyError, TypeError, IndexError):
+        return False

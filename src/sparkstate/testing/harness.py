@@ -20,6 +20,7 @@ from sparkstate.errors import JobDefinitionError
 from sparkstate.runtime.keygroups import dumps_state
 from sparkstate.runtime.operator import KeyedOperator, due_timer_limits, timestamp_reader, to_epoch_millis
 from sparkstate.runtime.output import arrow_table, python_rows
+from sparkstate.runtime.packing import EventColumns
 
 
 class KeyedHarness:
@@ -89,6 +90,8 @@ class KeyedHarness:
         if watermark is not None:
             self.watermark = max(self.watermark, watermark)
         evs = [{k: to_epoch_millis(v) for k, v in ev.items()} if isinstance(ev, dict) else ev for ev in events]
+        if evs and all(type(ev) is dict and ev.keys() == evs[0].keys() for ev in evs):
+            evs = EventColumns.of(evs)  # columnar, as events reach the operator on Spark
         op = self.operator
         records = self.records
         op.begin_batch(self.watermark, self.processing_time, lambda key: records.setdefault(key, {}))
