@@ -215,14 +215,16 @@ class EventColumns:
     """A micro-batch's events column by column, in arrival order; iterating gives event dicts.
 
     Functions see one dict per event, made as they iterate; built-in window aggregates read
-    just the columns they need (:meth:`column`) and make no dicts at all.
+    just the columns they need (:meth:`column`) and make no dicts at all. Columns of an Arrow
+    table become Python lists when first read, so columns nobody reads cost nothing.
     """
 
-    __slots__ = ("names", "columns")
+    __slots__ = ("names", "_lists", "_table")
 
-    def __init__(self, names: Sequence[str], columns: Sequence[list]) -> None:
+    def __init__(self, names: Sequence[str], columns: Sequence[list] = (), table: pa.Table | None = None) -> None:
         self.names = tuple(names)
-        self.columns = list(columns)
+        self._table = table
+        self._lists: list[list | None] = list(columns) if table is None else [None] * len(self.names)
 
     @staticmethod
     def of(events: Iterable[dict]) -> "EventColumns":
@@ -231,11 +233,23 @@ class EventColumns:
         names = tuple(rows[0]) if rows and isinstance(rows[0], dict) else ()
         return EventColumns(names, [[ev.get(n) for ev in rows] for n in names])
 
+    @property
+    def columns(self) -> list[list]:
+        return [self._list(i) for i in range(len(self.names))]
+
+    def _list(self, i: int) -> list:
+        values = self._lists[i]
+        if values is None:
+            values = self._lists[i] = _pylist(self._table.column(i))  # type: ignore[union-attr]
+        return values
+
     def __len__(self) -> int:
-        return len(self.columns[0]) if self.columns else 0
+        if self._table is not None:
+            return self._table.num_rows
+        return len(self._lists[0]) if self._lists else 0
 
     def __iter__(self) -> Iterator[dict]:
-        return map(_dict_maker(self.names), *self.columns) if self.columns else iter(())
+        return map(_dict_maker(self.names), *self.columns) if self.names else iter(())
 
     def __eq__(self, other: object) -> bool:
         return list(self) == list(other) if isinstance(other, (list, EventColumns)) else NotImplemented
@@ -243,7 +257,7 @@ class EventColumns:
     def column(self, name: str) -> list | None:
         """The values of column ``name``, or None when the events have no such column."""
         try:
-            return self.columns[self.names.index(name)]
+            return self._list(self.names.index(name))
         except ValueError:
             return None
 
@@ -264,7 +278,7 @@ def unpack_events(packed: Iterable[tuple[int, int, bytes | None]]) -> EventColum
     first = tables[0].schema
     if all(t.schema.equals(first) for t in tables[1:]):
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-        return EventColumns(table.column_names, [_pylist(c) for c in table.columns])
+        return EventColumns(table.column_names, table=table)
     events: list[dict[str, Any]] = []
     for table in tables:
         events.extend(map(_dict_maker(tuple(table.column_names)), *[_pylist(c) for c in table.columns]))
