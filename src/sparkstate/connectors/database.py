@@ -28,7 +28,7 @@ import json
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -252,15 +252,18 @@ class PostgresDialect(Dialect):
 
     @staticmethod
     def _copy(conn: Any, statement: str, data: pa.Table) -> None:
-        """COPY in CSV, written by Arrow in C (timestamps as ISO 8601 with Z, NULL as an
-        unquoted empty field, strings always quoted); bytea goes as hex text."""
+        """COPY in CSV, written by Arrow in C (NULL as an unquoted empty field, strings always
+        quoted). Instants go as UTC wall-clock time read in a UTC session; bytea as hex text."""
         import pyarrow.csv as csv
 
         for i, f in enumerate(data.schema):
             if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type):
                 hexed = [None if v is None else "\\x" + v.hex() for v in data.column(i).to_pylist()]
                 data = data.set_column(i, f.name, pa.array(hexed, pa.string()))
+            elif pa.types.is_timestamp(f.type):
+                data = data.set_column(i, f.name, _utc_wall_clock(data.column(i)))
         options = csv.WriteOptions(include_header=False)
+        conn.execute("SET LOCAL TimeZone = 'UTC'")  # this transaction only
         with conn.cursor() as cur, cur.copy(statement) as copy:
             for batch in data.to_batches(max_chunksize=65_536):
                 buffer = io.BytesIO()
@@ -373,8 +376,11 @@ class SqliteDialect(Dialect):
             statement = upsert_statement(sink, names, values)
         columns = []
         for f, column in zip(data.schema, data.columns):
-            if pa.types.is_timestamp(f.type) or pa.types.is_date(f.type) or pa.types.is_decimal(f.type):
-                column = column.cast(pa.string())  # ISO 8601 ("2024-05-01 12:00:00.000000Z"), exact decimals
+            if pa.types.is_timestamp(f.type) and f.type.tz:
+                # ISO 8601 in UTC, "2024-05-01 12:00:00.000000Z", which SQLite's date functions read
+                column = pc.binary_join_element_wise(_utc_wall_clock(column).cast(pa.string()), "Z", "")
+            elif pa.types.is_timestamp(f.type) or pa.types.is_date(f.type) or pa.types.is_decimal(f.type):
+                column = column.cast(pa.string())  # ISO 8601 without a zone; exact decimals
             columns.append(column.to_pylist())
         conn.executemany(statement, zip(*columns))
 
@@ -486,6 +492,35 @@ def _ensure_table(dialect: Dialect, conn: Any, sink: Any, schema: pa.Schema) -> 
         )
 
 
+def _json_ready(t: pa.DataType) -> Callable[[Any], Any] | None:
+    """What turns Arrow's Python value of type ``t`` into JSON-ready values (maps as dicts,
+    at any depth), or None when ``to_pylist`` already gives them. Arrow's own
+    ``maps_as_pydicts`` is about four times slower than converting the pairs here."""
+    if pa.types.is_map(t):
+        item = _json_ready(t.item_type)
+        if item is None:
+            return dict
+        return lambda v: {k: None if x is None else item(x) for k, x in v}
+    if pa.types.is_struct(t):
+        fields = [(t.field(i).name, _json_ready(t.field(i).type)) for i in range(t.num_fields)]
+        if all(f is None for _, f in fields):
+            return None
+        return lambda v: {n: v[n] if f is None or v[n] is None else f(v[n]) for n, f in fields}
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        inner = _json_ready(t.value_type)
+        if inner is None:
+            return None
+        return lambda v: [None if x is None else inner(x) for x in v]
+    return None
+
+
+def _utc_wall_clock(column: Any) -> Any:
+    """A timestamp column with a time zone as the same instants without one (UTC wall-clock
+    time): Arrow formats those about 20 times faster, and the stored values are UTC anyway."""
+    t = column.type
+    return column.cast(pa.timestamp(t.unit)) if pa.types.is_timestamp(t) and t.tz else column
+
+
 def _json_default(value: Any) -> Any:
     if hasattr(value, "isoformat"):
         return value.isoformat()
@@ -499,8 +534,12 @@ def _storable(data: pa.Table, sink: Any, batch_id: int) -> pa.Table:
     row per key (the last one: a key's later rows of a batch supersede its earlier ones)."""
     for i, f in enumerate(data.schema):
         if _is_nested(f.type):
-            values = data.column(i).to_pylist(maps_as_pydicts="strict")
-            texts = [None if v is None else json.dumps(v, default=_json_default, ensure_ascii=False) for v in values]
+            values = data.column(i).to_pylist()
+            ready = _json_ready(f.type)
+            if ready is not None:
+                values = [None if v is None else ready(v) for v in values]
+            encode = json.JSONEncoder(default=_json_default, ensure_ascii=False).encode  # one encoder, not one a value
+            texts = [None if v is None else encode(v) for v in values]
             data = data.set_column(i, f.name, pa.array(texts, pa.string()))
     if sink.mode != "upsert":
         return data
