@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs sparkstate (scripts/setup.sh), then runs the whole test suite: unit tests on the
-# in-process harness, then integration tests on a local Spark (RocksDB, real checkpoints).
+# in-process harness, then integration tests on a local Spark (RocksDB, real checkpoints) and a
+# local PostgreSQL server for the database sinks.
 # Extra arguments go to pytest, e.g. `scripts/test.sh -m "not spark"` for the fast part only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# the database sink tests run a real PostgreSQL server (installed here when missing)
+bash scripts/postgres.sh install
 exec .venv/bin/python -m pytest tests -q "$@"

@@ -1,4 +1,5 @@
-"""Shared fixtures: one SparkSession for the whole test session (Spark takes seconds to start)."""
+"""Shared fixtures: one SparkSession for the whole test session (Spark takes seconds to start),
+and one real PostgreSQL server for the database sinks."""
 
 from __future__ import annotations
 
@@ -28,6 +29,36 @@ def spark(tmp_path_factory):
 @pytest.fixture
 def checkpoint(tmp_path) -> Path:
     return tmp_path / "checkpoint"
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server for the session (installed first when missing)."""
+    from postgres_server import LocalPostgres
+
+    server = LocalPostgres()
+    try:
+        server.start()
+    except RuntimeError as exc:
+        server.remove()
+        pytest.fail(f"cannot start the test PostgreSQL server: {exc}", pytrace=False)
+    yield server
+    server.remove()
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_server) -> str:
+    """The URL of the session's PostgreSQL server (its ``postgres`` database)."""
+    return postgres_server.url
+
+
+@pytest.fixture
+def postgres_db(postgres_server, request) -> str:
+    """The URL of a new, empty database for one test: no table or marker left by another."""
+    import re
+
+    name = "t_" + re.sub(r"\W", "_", request.node.name.lower())[:50]
+    return postgres_server.database_url(name)
 
 
 def pytest_collection_finish(session):

@@ -70,7 +70,9 @@ def explain_job(job_name: str, events: int) -> None:
               help="Any other generator setting, e.g. --set users=50000 (repeatable; see the job's generator).")
 @click.option("--max-batch", type=click.IntRange(min=1), default=1_000_000, show_default=True, help="Most events per micro-batch.")
 @click.option("--checkpoint", "checkpoint_dir", type=click.Path(file_okay=False), help="Checkpoint directory [.sparkstate/JOB/checkpoint].")
-@click.option("--sink", "sink_spec", help="console, noop, memory or parquet:PATH [parquet:.sparkstate/JOB/output].")
+@click.option("--sink", "sink_spec",
+              help="console, noop, memory, parquet:PATH, postgresql://USER@HOST:PORT/DB?table=T[&mode=upsert&key=COLS] "
+              "or sqlite:///PATH.db?table=T (default table: the job's name) [parquet:.sparkstate/JOB/output].")
 @click.option("--state-backend", type=click.Choice(["rocksdb", "hashmap"]), default="rocksdb", show_default=True)
 @click.option("--partitions", type=click.IntRange(min=1), help="Spark shuffle partitions [number of cores].")
 @click.option("--key-groups", type=click.IntRange(1, 32768), default=128, show_default=True, help="Key groups (fixed per checkpoint).")
@@ -98,7 +100,8 @@ def run(
     quiet: bool,
 ) -> None:
     """Run a seed job on its generator (see `sparkstate jobs`)."""
-    from sparkstate.connectors.sinks import ParquetSink, parse_sink
+    from sparkstate.connectors import database
+    from sparkstate.connectors.sinks import DatabaseSink, ParquetSink, parse_sink
     from sparkstate.jobs import get_job
     from sparkstate.metrics.memory import PeakMemory
     from sparkstate.metrics.progress import ProgressPrinter, print_summary
@@ -108,10 +111,6 @@ def run(
         home = Path(".sparkstate") / job_name
         ckpt = Path(checkpoint_dir) if checkpoint_dir else home / "checkpoint"
         sink = parse_sink(sink_spec) if sink_spec else ParquetSink(str(home / "output"))
-        if fresh:
-            shutil.rmtree(ckpt, ignore_errors=True)
-            if isinstance(sink, ParquetSink):
-                shutil.rmtree(sink.path, ignore_errors=True)
         job = (
             seed_job.job(
                 events=events, rate=rate, merchants=merchants, payers=payers, seed=seed, max_batch=max_batch,
@@ -122,6 +121,13 @@ def run(
                 state_backend=state_backend, parallelism=partitions, key_groups=key_groups, trigger_interval=trigger
             )
         )
+        if fresh:
+            shutil.rmtree(ckpt, ignore_errors=True)
+            if isinstance(sink, ParquetSink):
+                shutil.rmtree(sink.path, ignore_errors=True)
+            # a database sink's tables and markers go too: the new checkpoint's batch ids start at 0 again
+            for db_sink, _ in database.job_database_sinks(database.bind_job_sinks(job)):
+                database.reset(db_sink)
         console.print(f"[bold]{job.name}[/]: {seed_job.description}")
         console.print(f"source: {job.source_spec.describe()}; sink: {sink.describe()}; checkpoint: {ckpt}")
         console.print("starting Spark (the first batch includes Spark's start-up)...")
@@ -135,6 +141,9 @@ def run(
         print_summary(result, console)
         if isinstance(sink, ParquetSink) and seed_job.summary_key:
             _print_results(sink.path, seed_job.summary_key, seed_job.summary_order)
+        if isinstance(sink, DatabaseSink):
+            bound = database.bind_job_sinks(job).sink_spec
+            console.print(f"output: {database.count_rows(bound):,} rows in table {bound.table} ({bound.describe()})")
     except SparkStateError as exc:
         errors.print(f"[red]error:[/] {exc}", soft_wrap=True)
         sys.exit(1)

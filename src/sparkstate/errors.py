@@ -48,3 +48,8 @@ class CheckpointMismatchError(SparkStateError):
 
 class JobFailedError(SparkStateError):
     """A running job stopped with an error; nothing after the last committed batch was kept."""
+
+
+class SinkError(SparkStateError):
+    """A sink cannot take the output: its database is unreachable, its table does not fit
+    the job's rows, or it refused a batch. Nothing of the failing batch was committed."""

@@ -1,7 +1,16 @@
 """Sources and sinks."""
 
 from sparkstate.connectors.generator import ClickEvents, Generator, TaxiRides, UpiPayments
-from sparkstate.connectors.sinks import ConsoleSink, ForeachBatchSink, MemorySink, NoopSink, ParquetSink, parse_sink
+from sparkstate.connectors.sinks import (
+    ConsoleSink,
+    ForeachBatchSink,
+    MemorySink,
+    NoopSink,
+    ParquetSink,
+    PostgresSink,
+    SqliteSink,
+    parse_sink,
+)
 from sparkstate.connectors.sources import DataFrameSource, ListSource
 
 __all__ = [
@@ -14,6 +23,8 @@ __all__ = [
     "MemorySink",
     "NoopSink",
     "ParquetSink",
+    "PostgresSink",
+    "SqliteSink",
     "TaxiRides",
     "UpiPayments",
     "parse_sink",

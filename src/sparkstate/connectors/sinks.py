@@ -1,13 +1,18 @@
 """Sink specs: where a job's output goes. The Spark binding is ``sparkstate.runtime.spark_sinks``.
 
 Exactly-once holds for ``ParquetSink`` (Spark's file sink commits each batch in its
-``_spark_metadata`` log) and ``MemorySink`` (a replayed batch replaces its earlier copy).
+``_spark_metadata`` log), ``MemorySink`` (a replayed batch replaces its earlier copy) and the
+transactional database sinks ``PostgresSink`` and ``SqliteSink`` (each batch's rows and a
+``(job, batch_id)`` marker commit in one transaction; a replayed batch finds its marker and is
+skipped; see ``sparkstate.connectors.database``).
 """
 
 from __future__ import annotations
 
+import re
 import threading
-from dataclasses import dataclass, field
+import urllib.parse
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 
@@ -77,8 +82,194 @@ class ForeachBatchSink:
         return f"foreach_batch:{getattr(self.fn, '__name__', 'fn')}"
 
 
+# --------------------------------------------------------------------------- databases
+
+SINK_MODES = ("append", "upsert")
+_TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$")
+
+
+def default_table(job_name: str) -> str:
+    """The table a job writes when none is named: its name with ``-`` (or any other
+    character that would need quoting) turned into ``_``."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", job_name)
+    return name if re.match(r"[A-Za-z_]", name) else f"_{name}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatabaseSink:
+    """What the transactional database sinks share: the table, the mode and the job identity.
+
+    ``mode="append"`` inserts every output row; ``mode="upsert"`` keeps one row per ``key``
+    (``INSERT ... ON CONFLICT (key) DO UPDATE``), and when a key appears more than once in one
+    micro-batch the last of its rows wins. ``job`` names the writer in the marker table
+    (default: the job's name); two deployments of one job into one database need two names.
+    ``table`` defaults to the job's name with ``-`` as ``_``. These are keyword arguments:
+    ``PostgresSink(url, table="totals", mode="upsert", key=("merchant_id",))``.
+    """
+
+    table: str | None = None
+    mode: str = "append"
+    #: the upsert key: column names, or one string "a,b"
+    key: tuple[str, ...] = ()
+    job: str | None = None
+
+    def __post_init__(self) -> None:
+        from sparkstate.errors import JobDefinitionError
+
+        self._check_target()
+        key = self.key
+        if isinstance(key, str):
+            key = tuple(k.strip() for k in key.split(",") if k.strip())
+        elif key is None:
+            key = ()
+        else:
+            key = tuple(key)
+        object.__setattr__(self, "key", key)
+        if self.mode not in SINK_MODES:
+            raise JobDefinitionError(f"{self.describe()}: mode must be 'append' or 'upsert', got {self.mode!r}")
+        if self.mode == "upsert" and not key:
+            raise JobDefinitionError(
+                f"{self.describe()}: upsert needs the key columns that identify a row, e.g. key=('merchant_id',) "
+                "(in a URL: &key=merchant_id)"
+            )
+        if self.mode == "append" and key:
+            raise JobDefinitionError(f"{self.describe()}: key={key!r} applies to mode='upsert' only; drop it or add mode='upsert'")
+        if not all(isinstance(k, str) and k for k in key) or len(set(key)) != len(key):
+            raise JobDefinitionError(f"{self.describe()}: key must name distinct columns, got {key!r}")
+        if self.table is not None and not (isinstance(self.table, str) and _TABLE_NAME.match(self.table)):
+            raise JobDefinitionError(
+                f"{self.describe()}: table {self.table!r} is not a plain table name "
+                "(letters, digits and _, optionally schema.table)"
+            )
+        if self.job is not None and not (isinstance(self.job, str) and self.job.strip()):
+            raise JobDefinitionError(f"{self.describe()}: job must be a non-empty name, got {self.job!r}")
+
+    def _check_target(self) -> None:
+        """Raise a :class:`JobDefinitionError` when the database's address is unusable."""
+
+    def _options(self) -> str:
+        parts = [f"table={self.table or '<job name>'}", f"mode={self.mode}"]
+        if self.key:
+            parts.append("key=" + ",".join(self.key))
+        if self.job:
+            parts.append(f"job={self.job}")
+        return " ".join(parts)
+
+    def for_job(self, job_name: str) -> Any:
+        """This sink bound to a job: table and marker identity filled in from its name."""
+        return replace(self, table=self.table or default_table(job_name), job=self.job or job_name)
+
+    def for_side_output(self, job_name: str, name: str, main: Any = None) -> Any:
+        """This sink bound to side output ``name`` of a job whose main sink is ``main``.
+
+        Without a table of its own it writes ``<main table>_<name>``; its marker identity is
+        ``<job>/<name>``, so the side output's batches are recognised apart from the main rows'.
+        """
+        base = main.table if isinstance(main, DatabaseSink) and main.table else default_table(job_name)
+        return replace(self, table=self.table or f"{base}_{name}", job=f"{self.job or job_name}/{name}")
+
+    def side_table(self, name: str) -> Any:
+        """Where side output ``name`` goes when it has no sink of its own: an append-only table
+        ``<table>_<name>`` in the same database (this sink must be bound)."""
+        return replace(self, table=f"{self.table}_{name}", mode="append", key=(), job=f"{self.job}/{name}")
+
+
+@dataclass(frozen=True)
+class PostgresSink(DatabaseSink):
+    """Write each micro-batch to a PostgreSQL table in one transaction, exactly once.
+
+    ``url`` is a libpq URL (``postgresql://user:password@host:5432/db``). The table is created
+    from the output schema when missing and checked against it when it exists. Rows go in with
+    ``COPY``; upserts go through a temporary table and ``INSERT ... ON CONFLICT``.
+    """
+
+    url: str
+
+    def _check_target(self) -> None:
+        from sparkstate.errors import JobDefinitionError
+
+        if not isinstance(self.url, str) or not self.url.strip():
+            raise JobDefinitionError(f"PostgresSink needs a URL such as postgresql://user@localhost:5432/db, got {self.url!r}")
+        import psycopg.conninfo
+
+        try:
+            psycopg.conninfo.conninfo_to_dict(self.url)
+        except psycopg.Error as exc:
+            raise JobDefinitionError(f"PostgresSink: cannot read the URL {_mask(self.url)!r}: {exc}") from None
+
+    def describe(self) -> str:
+        return f"{_mask(self.url)} {self._options()}"
+
+
+@dataclass(frozen=True)
+class SqliteSink(DatabaseSink):
+    """Write each micro-batch to a table of the SQLite file ``path`` in one transaction,
+    exactly once; the embedded database sink (no server). The file and its folder are
+    created when missing."""
+
+    path: str
+
+    def _check_target(self) -> None:
+        from sparkstate.errors import JobDefinitionError
+
+        if not isinstance(self.path, str) or not self.path.strip():
+            raise JobDefinitionError(f"SqliteSink needs the path of a database file, got {self.path!r}")
+
+    def describe(self) -> str:
+        return f"sqlite:{self.path} {self._options()}"
+
+
+def _mask(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for messages and progress lines)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+_SINK_OPTIONS = ("table", "mode", "key", "job")
+
+
+def _database_sink(spec: str) -> Any:
+    """``postgresql://...`` or ``sqlite:...`` with sink options (table, mode, key, job) in the query."""
+    from sparkstate.errors import JobDefinitionError
+
+    parts = urllib.parse.urlsplit(spec)
+    options: dict[str, str] = {}
+    rest = []
+    for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
+        if name in _SINK_OPTIONS:
+            if name in options:
+                raise JobDefinitionError(f"sink {_mask(spec)!r} gives {name}= twice")
+            options[name] = value
+        else:
+            rest.append((name, value))
+    if parts.scheme == "sqlite":
+        if parts.netloc:
+            raise JobDefinitionError(
+                f"sink {spec!r}: a SQLite URL has no host; use sqlite:///ABSOLUTE/PATH.db or sqlite:RELATIVE/PATH.db"
+            )
+        if rest:
+            raise JobDefinitionError(
+                f"sink {spec!r}: unknown option {rest[0][0]!r}; a SQLite sink takes {', '.join(_SINK_OPTIONS)}"
+            )
+        if not parts.path:
+            raise JobDefinitionError(f"sink {spec!r} names no database file; use sqlite:///ABSOLUTE/PATH.db?table=NAME")
+        return SqliteSink(parts.path, **options)
+    if not parts.path.strip("/"):
+        raise JobDefinitionError(
+            f"sink {_mask(spec)!r} names no database; use postgresql://USER@HOST:PORT/DATABASE?table=NAME"
+        )
+    # options libpq knows (sslmode, connect_timeout...) stay in the URL
+    url = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(rest)))
+    return PostgresSink(url, **options)
+
+
 def parse_sink(spec: str) -> Any:
-    """A sink from a CLI string: ``console``, ``noop``, ``memory`` or ``parquet:PATH``."""
+    """A sink from a CLI string: ``console``, ``noop``, ``memory``, ``parquet:PATH``
+    (``parquet:///ABSOLUTE/PATH``), ``postgresql://USER@HOST:PORT/DB?table=T&mode=upsert&key=a,b``
+    or ``sqlite:///PATH.db?table=T``."""
     from sparkstate.errors import JobDefinitionError
 
     if spec == "console":
@@ -90,4 +281,9 @@ def parse_sink(spec: str) -> Any:
     for prefix in ("parquet://", "parquet:"):
         if spec.startswith(prefix) and len(spec) > len(prefix):
             return ParquetSink(spec[len(prefix):])
-    raise JobDefinitionError(f"unknown sink {spec!r}; use console, noop, memory or parquet:PATH")
+    if spec.startswith(("postgresql://", "postgres://", "sqlite:")):
+        return _database_sink(spec)
+    raise JobDefinitionError(
+        f"unknown sink {spec!r}; use console, noop, memory, parquet:PATH, "
+        "postgresql://USER@HOST:PORT/DB?table=NAME or sqlite:///PATH.db?table=NAME"
+    )

@@ -239,6 +239,7 @@ def run_job(
     """Run ``job`` until its bounded source is done, ``until(result)`` holds, ``timeout``
     passes, or Ctrl-C."""
     from sparkstate.runtime.spark_session import get_spark, state_store_class
+    from sparkstate.runtime.spark_sinks import open_database_sinks
     from sparkstate.runtime.spark_sources import batch_events
 
     if checkpoint_dir is None or str(checkpoint_dir).strip() == "":
@@ -251,6 +252,8 @@ def run_job(
     # declared state, from a copy: the job's function object stays unopened for Spark to ship
     descriptors = KeyedOperator(copy.deepcopy(job.function), job.key_columns).open()  # type: ignore[arg-type]
     result = RunResult(job=job.name, checkpoint_dir=checkpoint_dir)
+    # an unreachable database or a table that does not fit stops the job here, before Spark starts
+    job = open_database_sinks(job, checkpoint_dir, native=plan(job).path == NATIVE)
 
     spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
     spec = _operator_spec(job)

@@ -4,7 +4,12 @@ A job without side outputs writes straight to its sink (Spark's own file sink fo
 A job with side outputs (late data, dead letters, the function's own tags) writes through
 :func:`attach_dispatch`: each micro-batch is computed once, its side rows are split off by
 tag and each part goes to its sink. Every part of batch ``n`` is written idempotently (Parquet
-into ``batch_id=n`` folders, replaced on replay), so a replayed batch does not double rows.
+into ``batch_id=n`` folders, replaced on replay; a database in one transaction with a marker
+that a replay finds), so a replayed batch does not double rows.
+
+Database sinks collect each batch on the driver (``df.toArrow()``) and write it in one
+transaction (``sparkstate.connectors.database``); :func:`open_database_sinks` checks them
+before the query starts.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ import pickle
 import shutil
 from typing import Any
 
-from sparkstate.connectors.sinks import ConsoleSink, ForeachBatchSink, MemorySink, NoopSink, ParquetSink
+from sparkstate.connectors import database
+from sparkstate.connectors.sinks import ConsoleSink, DatabaseSink, ForeachBatchSink, MemorySink, NoopSink, ParquetSink
 from sparkstate.errors import JobDefinitionError
 from sparkstate.runtime.output import python_rows
 
@@ -50,7 +56,29 @@ def attach(sink: Any, writer: Any) -> Any:
         return writer.format("noop")
     if isinstance(sink, ForeachBatchSink):
         return writer.foreachBatch(sink.fn)
-    raise JobDefinitionError(f"unsupported sink {sink!r}; use ConsoleSink, ParquetSink, MemorySink, NoopSink or ForeachBatchSink")
+    if isinstance(sink, DatabaseSink):
+        return writer.foreachBatch(lambda df, batch_id: database.write(sink, df.toArrow(), batch_id))
+    raise JobDefinitionError(
+        f"unsupported sink {sink!r}; use ConsoleSink, ParquetSink, MemorySink, NoopSink, PostgresSink, SqliteSink "
+        "or ForeachBatchSink"
+    )
+
+
+def open_database_sinks(job: Any, checkpoint_dir: str, native: bool) -> Any:
+    """Bind the job's database sinks to it and check each one before batch 0 (reachable,
+    table created or fitting, markers agreeing with the checkpoint); returns the bound job.
+
+    A job on the native path has no side outputs, so their tables are not created for it.
+    """
+    from sparkstate.runtime.checkpoint import last_committed_offset
+
+    job = database.bind_job_sinks(job)
+    sinks = database.job_database_sinks(job, with_side_outputs=not native)
+    if sinks:
+        last, _ = last_committed_offset(checkpoint_dir)
+        for sink, schema in sinks:
+            database.prepare(sink, schema, last)
+    return job
 
 
 # --------------------------------------------------------------------------- side outputs
@@ -68,6 +96,8 @@ def write_batch(sink: Any, df: Any, batch_id: int) -> None:
         df.write.format("noop").mode("overwrite").save()
     elif isinstance(sink, ForeachBatchSink):
         sink.fn(df, batch_id)
+    elif isinstance(sink, DatabaseSink):
+        database.write(sink, df.toArrow(), batch_id)
     else:
         raise JobDefinitionError(f"unsupported sink {sink!r}")
 
@@ -99,6 +129,8 @@ def write_side(sink: Any, name: str, rows: list, schema: Any, spark: Any, batch_
     elif isinstance(sink, ForeachBatchSink):
         if rows:
             sink.fn(spark.createDataFrame(table), batch_id)
+    elif isinstance(sink, DatabaseSink):
+        database.write(sink, table, batch_id)
     else:
         raise JobDefinitionError(f"unsupported sink {sink!r} for side output {name!r}")
 
@@ -106,18 +138,17 @@ def write_side(sink: Any, name: str, rows: list, schema: Any, spark: Any, batch_
 def attach_dispatch(job: Any, writer: Any, default_dir: str, counts: dict[int, dict[str, int]]) -> Any:
     """Configure ``writer`` to split each batch into the main sink and the side-output sinks.
 
-    Side outputs without a sink of their own go to Parquet under ``default_dir/<name>``;
+    Side outputs without a sink of their own go to a table beside the main one when the main
+    sink is a database (``<table>_<name>``), else to Parquet under ``default_dir/<name>``;
     ``counts[batch_id]`` gets the number of side rows written per side output.
     """
     from pyspark.sql import functions as F
 
     from sparkstate.runtime.spark_processor import SIDE_COLUMN, SIDE_ROW_COLUMN
 
-    sinks = dict(job.side_sinks)
     names = job.side_output_names
     schemas = {n: job.side_output_schema(n) for n in names}
-    for n in names:
-        sinks.setdefault(n, ParquetSink(os.path.join(default_dir, n)))
+    sinks = {n: s or ParquetSink(os.path.join(default_dir, n)) for n, s in database.side_sinks(job).items()}
 
     def dispatch(df: Any, batch_id: int) -> None:
         # computed once: a second evaluation would run the stateful operator again

@@ -1,0 +1,49 @@
+"""`sparkstate run --sink` into databases, as a user runs it."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from postgres_server import closed_port
+from test_cli_runs import sparkstate
+
+
+def squashed(text: str) -> str:
+    return "".join(text.split())
+
+
+def test_run_into_sqlite_then_fresh_starts_the_table_over(tmp_path):
+    db = tmp_path / "out" / "sums.db"
+    args = ["run", "running-sum", "--events", "6000", "--merchants", "100", "--max-batch", "2000", "--quiet",
+            "--sink", f"sqlite://{db}?table=sums"]
+    first = sparkstate(tmp_path, *args)
+    assert first.returncode == 0, first.stderr
+    out = squashed(first.stdout)  # rich wraps long lines anywhere, even inside a path
+    assert squashed(f"sink: sqlite:{db} table=sums mode=append") in out
+    assert squashed("output: 6,000 rows in table sums") in out
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*), count(DISTINCT merchant_id) FROM sums").fetchone() == (6000, 100)
+        assert conn.execute("SELECT batch_id, rows FROM sparkstate_batches WHERE job = 'running-sum'").fetchall() == [
+            (0, 2000), (1, 2000), (2, 2000),
+        ]
+
+    # a fresh checkpoint starts batch ids at 0 again: --fresh drops the table and its markers too
+    again = sparkstate(tmp_path, *args, "--fresh")
+    assert again.returncode == 0, again.stderr
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM sums").fetchone() == (6000,)
+
+
+def test_run_into_an_unreachable_postgresql_fails_with_the_fix(tmp_path):
+    port = closed_port()
+    done = sparkstate(tmp_path, "run", "running-sum", "--events", "1000", "--sink", f"postgresql://app@127.0.0.1:{port}/shop")
+    assert done.returncode == 1
+    message = " ".join(done.stderr.split())
+    assert f"cannot connect to PostgreSQL at 127.0.0.1:{port} (database shop, user app)" in message
+    assert "Start the server" in message and "Traceback" not in done.stderr
+
+
+def test_run_with_a_bad_sink_url_says_what_is_wrong(tmp_path):
+    done = sparkstate(tmp_path, "run", "running-sum", "--sink", "postgresql://app@localhost/shop?mode=upsert")
+    assert done.returncode == 1
+    assert "upsert needs the key columns" in " ".join(done.stderr.split())

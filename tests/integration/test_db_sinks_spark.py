@@ -1,0 +1,171 @@
+"""Database sinks under real Spark: restarts, replays and faults give each row exactly once.
+
+A crash after a batch's database commit but before Spark records the batch is simulated the
+way it happens: the batch's entry in the checkpoint's commit log is missing, so the restarted
+query runs that batch again with the same id, and the sink must recognise it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from postgres_server import LocalPostgres, closed_port
+from spark_helpers import FAST, harness_like_spark, same_rows
+from sparkstate import JobFailedError, PostgresSink, SinkError, SqliteSink
+from sparkstate.jobs import JOBS
+
+MAX_BATCH = 2_000
+
+
+def forget_last_commit(checkpoint: Path) -> int:
+    """Leave the checkpoint as a crash right after the sink committed its last batch would
+    have: the batch planned in the offset log, missing from the commit log, nothing planned
+    after it. Returns the batch's id; the restart runs it again with that id."""
+    def ids(log: str) -> list[int]:
+        return [int(p.name) for p in (checkpoint / log).iterdir() if p.name.isdigit()]
+
+    last = max(ids("commits"))
+    for log, batches in (("commits", [last]), ("offsets", [b for b in ids("offsets") if b > last])):
+        for b in batches:
+            (checkpoint / log / str(b)).unlink()
+            (checkpoint / log / f".{b}.crc").unlink(missing_ok=True)
+    return last
+
+
+def running_sum(events: int = 12_000):
+    return JOBS["running-sum"].job(events=events, merchants=300, max_batch=MAX_BATCH)
+
+
+def pg_rows(url: str, table: str) -> list[dict]:
+    import psycopg
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(url, row_factory=dict_row) as conn:
+        return conn.execute(f'SELECT * FROM "{table}"').fetchall()
+
+
+def pg_markers(url: str, job: str) -> list[tuple]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT batch_id, rows FROM sparkstate_batches WHERE job = %s ORDER BY batch_id", (job,)).fetchall()
+
+
+def last_per_key(rows: list[dict], key: str) -> list[dict]:
+    latest: dict = {}
+    for r in rows:
+        latest[r[key]] = r
+    return list(latest.values())
+
+
+@pytest.mark.parametrize("mode", ["append", "upsert"])
+def test_running_sum_into_postgresql_stopped_crashed_and_restarted_is_exactly_once(mode, spark, postgres_db, checkpoint):
+    key = ("merchant_id",) if mode == "upsert" else ()
+    job = running_sum().sink(PostgresSink(postgres_db, mode=mode, key=key)).with_settings(**FAST)
+    first = job.run(checkpoint_dir=checkpoint, spark=spark, until=lambda r: r.batches >= 2)
+    assert not first.completed or first.events < 12_000
+    replayed = forget_last_commit(checkpoint)
+    second = job.run(checkpoint_dir=checkpoint, spark=spark)
+    assert second.completed
+    assert replayed in [p["batchId"] for p in second.progress]  # Spark ran that batch again...
+
+    expected = harness_like_spark(job, MAX_BATCH)
+    rows = pg_rows(postgres_db, "running_sum")
+    markers = pg_markers(postgres_db, "running-sum")
+    assert [b for b, _ in markers] == list(range(len(markers)))  # ...and the sink kept its first commit only
+    if mode == "append":
+        assert len(rows) == 12_000 and sum(n for _, n in markers) == 12_000
+        same_rows(rows, expected)
+    else:
+        assert len(rows) == 300
+        same_rows(rows, last_per_key(expected, "merchant_id"))
+
+
+def test_session_windows_into_sqlite_with_side_tables_restarted_midway(spark, tmp_path, checkpoint):
+    settings = {"events": 20_000, "users": 300, "active_users": 40, "shift_minutes": 3, "events_per_second": 5}
+    path = tmp_path / "sessions.db"
+    job = JOBS["sessions"].job(max_batch=5_000, **settings).sink(SqliteSink(str(path))).with_settings(**FAST)
+    job.run(checkpoint_dir=checkpoint, spark=spark, until=lambda r: r.batches >= 2)
+    forget_last_commit(checkpoint)
+    assert job.run(checkpoint_dir=checkpoint, spark=spark).completed
+
+    conn = sqlite3.connect(path)
+    conn.row_factory = sqlite3.Row
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+    # side outputs without a sink of their own went to tables beside the main one
+    assert tables == {"sessions", "sessions_dead_letters", "sessions_late_data", "sparkstate_batches"}
+    rows = [dict(r) for r in conn.execute("SELECT * FROM sessions")]
+
+    def epoch_ms(text: str) -> int:
+        return int(dt.datetime.fromisoformat(text).timestamp() * 1000)
+
+    for r in rows:  # SQLite keeps timestamps as ISO 8601 text and maps as JSON
+        for c in ("window_start", "window_end", "last_event"):
+            r[c] = epoch_ms(r[c])
+        r["event_counts"] = json.loads(r["event_counts"])
+    expected = harness_like_spark(job, 5_000)
+    assert len(rows) == len(expected) > 100
+    same_rows(rows, expected)
+    jobs = {r[0] for r in conn.execute("SELECT DISTINCT job FROM sparkstate_batches")}
+    assert "sessions" in jobs
+
+
+def test_an_unreachable_database_stops_the_job_before_its_first_batch(spark, checkpoint):
+    port = closed_port()
+    job = running_sum(2_000).sink(PostgresSink(f"postgresql://postgres@127.0.0.1:{port}/shop")).with_settings(**FAST)
+    with pytest.raises(SinkError) as failure:
+        job.run(checkpoint_dir=checkpoint, spark=spark)
+    message = str(failure.value)
+    assert f"cannot connect to PostgreSQL at 127.0.0.1:{port}" in message and "Start the server" in message
+    assert not (checkpoint / "commits").exists()
+
+
+def test_a_table_with_the_wrong_columns_stops_the_job_and_keeps_its_rows(spark, postgres_db, checkpoint):
+    import psycopg
+
+    with psycopg.connect(postgres_db) as conn:
+        conn.execute("CREATE TABLE running_sum (merchant_id text, total text)")
+        conn.execute("INSERT INTO running_sum VALUES ('m0', 'kept')")
+    job = running_sum(2_000).sink(PostgresSink(postgres_db)).with_settings(**FAST)
+    with pytest.raises(SinkError) as failure:
+        job.run(checkpoint_dir=checkpoint, spark=spark)
+    message = str(failure.value)
+    assert "table running_sum" in message and "missing count (bigint)" in message
+    assert "mistyped total is text, the output needs double precision" in message
+    assert pg_rows(postgres_db, "running_sum") == [{"merchant_id": "m0", "total": "kept"}]
+    assert not (checkpoint / "commits").exists()
+
+
+def test_a_database_lost_mid_run_fails_the_batch_and_the_restart_loses_nothing(spark, checkpoint):
+    server = LocalPostgres()
+    try:
+        url = server.start()
+        job = running_sum().sink(PostgresSink(url)).with_settings(**FAST)
+
+        def stop_the_server(result) -> bool:
+            if result.batches >= 2 and server.url:
+                server.stop()
+                server.url = None
+            return False
+
+        with pytest.raises(JobFailedError) as failure:
+            job.run(checkpoint_dir=checkpoint, spark=spark, until=stop_the_server)
+        message = " ".join(str(failure.value).split())
+        assert "SinkError" in message and "PostgreSQL at 127.0.0.1" in message
+        assert "The failing batch committed nothing" in message
+
+        server.start()  # same data, same port
+        before = pg_markers(url, "running-sum")
+        assert 2 <= len(before) < 6
+        assert job.run(checkpoint_dir=checkpoint, spark=spark).completed
+        rows = pg_rows(url, "running_sum")
+        assert len(rows) == 12_000
+        same_rows(rows, harness_like_spark(job, MAX_BATCH))
+        assert pg_markers(url, "running-sum")[: len(before)] == before  # committed batches were kept as they were
+    finally:
+        server.remove()

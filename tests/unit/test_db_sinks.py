@@ -1,0 +1,434 @@
+"""The transactional database sinks without Spark: the protocol on SQLite and on a real
+PostgreSQL server (tests/postgres_server.py), the URL forms, and the faults."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import sqlite3
+import threading
+import time
+
+import pyarrow as pa
+import pytest
+
+from postgres_server import closed_port
+from sparkstate import Job, ListSource, MemorySink, ParquetSink, PostgresSink, SinkError, SqliteSink
+from sparkstate.connectors import database
+from sparkstate.connectors.sinks import parse_sink
+from sparkstate.errors import JobDefinitionError
+
+UTC = dt.timezone.utc
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+class Db:
+    """A sink factory and plain-driver reads of what the sink wrote (not through the sink)."""
+
+    def __init__(self, kind: str, target: str):
+        self.kind, self.target = kind, target
+
+    def sink(self, table: str = "out", mode: str = "append", key=(), job: str = "job") -> object:
+        cls = PostgresSink if self.kind == "postgresql" else SqliteSink
+        return cls(self.target, table=table, mode=mode, key=key, job=job)
+
+    def connect(self):
+        if self.kind == "postgresql":
+            import psycopg
+
+            return psycopg.connect(self.target, autocommit=True)
+        return sqlite3.connect(self.target, isolation_level=None)
+
+    def sql(self, statement: str, params=()) -> list[tuple]:
+        if self.kind == "sqlite":
+            statement = statement.replace("%s", "?")
+        conn = self.connect()
+        try:
+            cur = conn.execute(statement, params)
+            return cur.fetchall() if cur.description else []
+        finally:
+            conn.close()
+
+    def rows(self, table: str = "out", order: str = "1") -> list[tuple]:
+        return self.sql(f'SELECT * FROM "{table}" ORDER BY {order}')
+
+    def markers(self, job: str = "job") -> list[tuple]:
+        """The batches the job committed ([] also when no marker table was ever committed)."""
+        if "batch_id" not in self.column_types("sparkstate_batches"):
+            return []
+        return self.sql("SELECT batch_id, rows FROM sparkstate_batches WHERE job = %s ORDER BY batch_id", (job,))
+
+    def column_types(self, table: str) -> dict[str, str]:
+        if self.kind == "postgresql":
+            rows = self.sql(
+                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped",
+                (f'"{table}"',),
+            )
+        else:
+            rows = [(r[1], r[2]) for r in self.sql(f'PRAGMA table_info("{table}")')]
+        return dict(rows)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request, tmp_path) -> Db:
+    if request.param == "sqlite":
+        return Db("sqlite", str(tmp_path / "sink.db"))
+    return Db("postgresql", request.getfixturevalue("postgres_db"))
+
+
+def table(**columns) -> pa.Table:
+    return pa.table(columns)
+
+
+PAYMENTS = pa.schema([("merchant_id", pa.string()), ("count", pa.int64()), ("total", pa.float64())])
+
+
+def payments(*rows) -> pa.Table:
+    return pa.Table.from_pylist([dict(zip(PAYMENTS.names, r)) for r in rows], schema=PAYMENTS)
+
+
+# --------------------------------------------------------------------------- the protocol
+
+
+def test_append_writes_rows_and_marker_in_one_transaction(db):
+    sink = db.sink()
+    database.prepare(sink, PAYMENTS, None)
+    assert database.write(sink, payments(("m1", 1, 5.0), ("m2", 1, 2.5)), 0) == 2
+    assert database.write(sink, payments(("m1", 2, 7.0)), 1) == 1
+    assert db.rows(order="1, 2") == [("m1", 1, 5.0), ("m1", 2, 7.0), ("m2", 1, 2.5)]
+    assert db.markers() == [(0, 2), (1, 1)]
+
+
+def test_a_replayed_batch_is_recognised_and_skipped(db):
+    sink = db.sink()
+    batch = payments(("m1", 1, 5.0), ("m2", 1, 2.5))
+    assert database.write(sink, batch, 7) == 2
+    assert database.write(sink, batch, 7) is None  # Spark replays batch 7 after a crash
+    assert len(db.rows()) == 2 and db.markers() == [(7, 2)]
+    # another job identity is another writer: its batch 7 is its own
+    assert database.write(db.sink(job="other"), batch, 7) == 2
+    assert len(db.rows()) == 4
+
+
+def test_upsert_keeps_one_row_per_key_and_the_last_row_of_a_batch_wins(db):
+    sink = db.sink(mode="upsert", key=("merchant_id",))
+    database.prepare(sink, PAYMENTS, None)
+    assert database.write(sink, payments(("m1", 1, 5.0), ("m2", 1, 2.5), ("m1", 2, 7.0)), 0) == 2
+    assert db.rows() == [("m1", 2, 7.0), ("m2", 1, 2.5)]
+    assert database.write(sink, payments(("m2", 2, 3.5), ("m3", 1, 1.0)), 1) == 2
+    assert database.write(sink, payments(("m2", 99, 99.0)), 1) is None  # replay: skipped, not re-applied
+    assert db.rows() == [("m1", 2, 7.0), ("m2", 2, 3.5), ("m3", 1, 1.0)]
+    assert db.markers() == [(0, 2), (1, 2)]
+
+
+def test_upsert_on_a_composite_key_and_on_key_only_rows(db):
+    sink = db.sink(mode="upsert", key="merchant_id,count")
+    database.write(sink, payments(("m1", 1, 5.0), ("m1", 2, 6.0), ("m1", 1, 8.0)), 0)
+    assert db.rows(order="1, 2") == [("m1", 1, 8.0), ("m1", 2, 6.0)]
+    keys_only = db.sink(table="keys", mode="upsert", key=("k",), job="keys")
+    database.write(keys_only, table(k=["a", "b", "a"]), 0)
+    assert db.rows("keys") == [("a",), ("b",)]
+
+
+def test_upsert_refuses_a_null_key_and_writes_nothing(db):
+    sink = db.sink(mode="upsert", key=("merchant_id",))
+    with pytest.raises(SinkError, match="key column merchant_id is null in 1 rows of batch 3"):
+        database.write(sink, payments(("m1", 1, 5.0), (None, 1, 1.0)), 3)
+    assert db.markers() == []
+
+
+def test_the_table_is_created_from_the_output_schema(db):
+    sink = db.sink(table="typed", mode="upsert", key=("id",))
+    schema = pa.schema([
+        ("id", pa.int64()), ("small", pa.int32()), ("x", pa.float64()), ("name", pa.string()), ("ok", pa.bool_()),
+        ("at", pa.timestamp("us", tz="UTC")), ("tags", pa.map_(pa.string(), pa.float64())),
+        ("info", pa.struct([("a", pa.int64())])),
+    ])
+    database.prepare(sink, schema, None)
+    types = db.column_types("typed")
+    if db.kind == "postgresql":
+        assert types == {
+            "id": "bigint", "small": "integer", "x": "double precision", "name": "text", "ok": "boolean",
+            "at": "timestamp with time zone", "tags": "jsonb", "info": "jsonb",
+        }
+    else:
+        assert types == {
+            "id": "INTEGER", "small": "INTEGER", "x": "REAL", "name": "TEXT", "ok": "BOOLEAN",
+            "at": "TIMESTAMP", "tags": "TEXT", "info": "TEXT",
+        }
+    # upsert's key became the primary key
+    dialect = database.dialect_of(sink)
+    conn = dialect.connect(sink)
+    try:
+        assert {"id"} in dialect.unique_keys(conn, "typed")
+    finally:
+        conn.close()
+
+
+def test_every_supported_type_round_trips(db):
+    at = dt.datetime(2024, 5, 1, 12, 30, 15, 123456, tzinfo=UTC)
+    wall = dt.datetime(2024, 5, 1, 8, 0)
+    nested = pa.struct([("a", pa.int64()), ("b", pa.string()), ("m", pa.map_(pa.string(), pa.int64()))])
+    data = pa.table({
+        "i64": pa.array([2**62, None], pa.int64()),
+        "i32": pa.array([-7, 3], pa.int32()),
+        "f64": pa.array([0.1 + 0.2, None], pa.float64()),
+        "s": pa.array(['a "quoted", comma\nnew line', ""], pa.string()),
+        "s_null": pa.array([None, "x"], pa.string()),
+        "b": pa.array([True, False], pa.bool_()),
+        "ts": pa.array([at, None], pa.timestamp("us", tz="UTC")),
+        "ntz": pa.array([wall, None], pa.timestamp("us")),
+        "d": pa.array([dt.date(2024, 5, 1), None], pa.date32()),
+        "dec": pa.array([decimal.Decimal("12.30"), None], pa.decimal128(10, 2)),
+        "bin": pa.array([b"\x00\xffab", None], pa.binary()),
+        "m": pa.array([[("k", 1.5), ("j", -2.0)], []], pa.map_(pa.string(), pa.float64())),
+        "st": pa.array([{"a": 1, "b": "x", "m": [("u", 2)]}, None], nested),
+        "l": pa.array([[1, 2, 3], None], pa.list_(pa.int64())),
+    })
+    if db.kind == "postgresql":  # instants must not depend on the session's time zone
+        (name,) = db.sql("SELECT current_database()")[0]
+        db.sql(f"ALTER DATABASE \"{name}\" SET TimeZone = 'Asia/Kolkata'")
+    sink = db.sink(table="types")
+    database.prepare(sink, data.schema, None)
+    assert database.write(sink, data, 0) == 2
+    by_i32 = {r[1]: r for r in db.rows("types")}
+    full, sparse = by_i32[-7], by_i32[3]
+    json_values = [{"k": 1.5, "j": -2.0}, {"a": 1, "b": "x", "m": {"u": 2}}, [1, 2, 3]]
+    if db.kind == "postgresql":
+        assert full == (
+            2**62, -7, 0.1 + 0.2, 'a "quoted", comma\nnew line', None, True, at, wall, dt.date(2024, 5, 1),
+            decimal.Decimal("12.30"), b"\x00\xffab", *json_values,
+        )
+        assert sparse == (None, 3, None, "", "x", False, None, None, None, None, None, {}, None, None)
+        assert db.sql("SELECT to_char(ts AT TIME ZONE 'UTC', 'HH24:MI') FROM types WHERE i32 = -7") == [("12:30",)]
+    else:
+        assert full[:6] == (2**62, -7, 0.1 + 0.2, 'a "quoted", comma\nnew line', None, 1)
+        assert full[6:8] == ("2024-05-01 12:30:15.123456Z", "2024-05-01 08:00:00.000000")  # ISO 8601, instants in UTC
+        assert db.sql("SELECT datetime(ts) FROM types WHERE i32 = -7") == [("2024-05-01 12:30:15",)]
+        assert full[8:11] == ("2024-05-01", "12.30", b"\x00\xffab")
+        assert [json.loads(v) for v in full[11:]] == json_values
+        assert sparse == (None, 3, None, "", "x", 0, None, None, None, None, None, "{}", None, None)
+
+
+def test_doubles_keep_every_bit(db):
+    import random
+
+    rng = random.Random(7)
+    values = [rng.uniform(-1e6, 1e6) for _ in range(500)] + [1e-300, 2.0**-1074, 1.7976931348623157e308, -0.0]
+    sink = db.sink(table="doubles")
+    database.write(sink, table(i=pa.array(range(len(values)), pa.int64()), x=values), 0)
+    assert [r[1] for r in db.rows("doubles")] == values
+
+
+def test_an_empty_batch_writes_nothing(db):
+    sink = db.sink()
+    assert database.write(sink, payments(), 0) == 0
+    database.prepare(sink, PAYMENTS, None)
+    assert db.markers() == [] and db.rows() == []
+
+
+# --------------------------------------------------------------------------- faults
+
+
+def test_an_existing_table_with_the_wrong_columns_is_refused_and_nothing_written(db):
+    db.sql('CREATE TABLE "out" (merchant_id text, total text, note text NOT NULL, comment text)')
+    db.sql("INSERT INTO \"out\" VALUES ('m0', 'x', 'kept', NULL)")
+    sink = db.sink()
+    with pytest.raises(SinkError) as failure:
+        database.prepare(sink, PAYMENTS, None)
+    message = str(failure.value)
+    assert "table out" in message and "does not fit the job's output" in message
+    assert "missing count (" in message  # the column the output has and the table lacks
+    assert "mistyped total is" in message  # text where the output has doubles
+    assert "extra note (" in message  # NOT NULL without a default: the sink could never fill it
+    assert "comment" not in message  # nullable extra columns are fine
+    assert 'ALTER TABLE "out" ADD COLUMN "count"' in message and "drop it" in message
+    with pytest.raises(SinkError, match="does not fit"):
+        database.write(sink, payments(("m1", 1, 5.0)), 0)
+    assert db.rows() == [("m0", "x", "kept", None)] and db.markers() == []
+
+
+def test_an_existing_table_that_fits_is_used_and_its_extra_columns_filled_by_default(db):
+    default = "now()" if db.kind == "postgresql" else "CURRENT_TIMESTAMP"
+    db.sql(f'CREATE TABLE "out" (merchant_id text, "count" bigint, total double precision, loaded_at timestamp DEFAULT {default})')
+    sink = db.sink()
+    database.prepare(sink, PAYMENTS, None)
+    database.write(sink, payments(("m1", 1, 5.0)), 0)
+    (row,) = db.rows()
+    assert row[:3] == ("m1", 1, 5.0) and row[3] is not None
+
+
+def test_upsert_into_a_table_without_a_key_constraint_is_refused(db):
+    db.sql('CREATE TABLE "out" (merchant_id text, "count" bigint, total double precision)')
+    with pytest.raises(SinkError, match=r"no primary key or unique constraint on \(merchant_id\).*CREATE UNIQUE INDEX"):
+        database.prepare(db.sink(mode="upsert", key=("merchant_id",)), PAYMENTS, None)
+    with pytest.raises(SinkError, match="upsert key region is not among the output columns"):
+        database.prepare(db.sink(mode="upsert", key=("region",)), PAYMENTS, None)
+
+
+def test_a_batch_the_database_refuses_commits_nothing_and_its_retry_writes_once(db):
+    db.sql('CREATE TABLE "out" (merchant_id text, "count" bigint, total double precision CHECK (total < 100))')
+    sink = db.sink()
+    with pytest.raises(SinkError) as failure:
+        database.write(sink, payments(("m1", 1, 5.0), ("m2", 1, 500.0)), 4)
+    assert "refused writing batch 4 to table out" in str(failure.value)
+    assert "nothing of it was committed" in str(failure.value)
+    assert db.rows() == [] and db.markers() == []  # not even the first row, nor the marker
+    fixed = payments(("m1", 1, 5.0), ("m2", 1, 50.0))
+    assert database.write(sink, fixed, 4) == 2 and database.write(sink, fixed, 4) is None
+    assert len(db.rows()) == 2
+
+
+def test_markers_ahead_of_the_checkpoint_are_refused(db):
+    sink = db.sink()
+    database.write(sink, payments(("m1", 1, 5.0)), 0)
+    database.write(sink, payments(("m1", 2, 6.0)), 1)
+    # the same checkpoint: batch 1 may be committed here but not yet in Spark's commit log
+    database.prepare(sink, PAYMENTS, 0)
+    database.prepare(sink, PAYMENTS, 1)
+    # a new checkpoint would run batch 0 and 1 again and have them skipped as replays
+    with pytest.raises(SinkError) as failure:
+        database.prepare(sink, PAYMENTS, None)
+    message = str(failure.value)
+    assert "already holds batches up to 1 of job 'job'" in message and "has committed no batch" in message
+    assert "job=" in message and "--fresh" in message
+    database.reset(sink)  # what --fresh does
+    database.prepare(sink, PAYMENTS, None)
+    assert db.markers() == [] and db.rows() == []
+
+
+def test_unreachable_postgresql_names_host_and_port_and_the_fix():
+    port = closed_port()
+    sink = PostgresSink(f"postgresql://app:secret@127.0.0.1:{port}/shop", table="out", job="job")
+    started = time.monotonic()
+    with pytest.raises(SinkError) as failure:
+        database.prepare(sink, PAYMENTS, None)
+    message = str(failure.value)
+    assert f"cannot connect to PostgreSQL at 127.0.0.1:{port} (database shop, user app)" in message
+    assert "Connection refused" in message and "Start the server" in message
+    assert "secret" not in message and "app:***@" in message
+    assert time.monotonic() - started < 10
+
+
+def test_sqlite_in_a_folder_that_cannot_exist_is_refused(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    sink = SqliteSink(str(blocker / "sub" / "x.db"), table="out", job="job")
+    with pytest.raises(SinkError, match="cannot open SQLite database .*x.db"):
+        database.prepare(sink, PAYMENTS, None)
+
+
+def test_a_connection_lost_mid_batch_commits_nothing(postgres_db):
+    """The server ends the sink's connection while it waits inside its transaction."""
+    import psycopg
+
+    db = Db("postgresql", postgres_db)
+    sink = db.sink()
+    database.prepare(sink, PAYMENTS, None)
+    locker = psycopg.connect(postgres_db)
+    locker.execute('LOCK TABLE "out" IN ACCESS EXCLUSIVE MODE')  # the sink's COPY will wait for it
+    failure: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            database.write(sink, payments(("m1", 1, 5.0)), 0)
+        except BaseException as exc:
+            failure.append(exc)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        # a connection of its own: a transaction keeps its first snapshot of pg_stat_activity
+        with psycopg.connect(postgres_db, autocommit=True) as watcher:
+            for _ in range(200):
+                waiting = watcher.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                ).fetchall()
+                if waiting:
+                    break
+                time.sleep(0.05)
+            assert waiting, "the sink never waited for the lock"
+            watcher.execute("SELECT pg_terminate_backend(%s)", (waiting[0][0],))
+        writer.join(30)
+    finally:
+        locker.rollback()
+        locker.close()
+    assert len(failure) == 1 and isinstance(failure[0], SinkError)
+    message = str(failure[0])
+    assert "lost the connection to PostgreSQL at 127.0.0.1" in message and "batch 0" in message
+    assert db.rows() == [] and db.markers() == []  # the marker was inserted in the lost transaction
+    assert database.write(sink, payments(("m1", 1, 5.0)), 0) == 1  # the replay writes it, once
+    assert db.rows() == [("m1", 1, 5.0)]
+
+
+# --------------------------------------------------------------------------- specs and URLs
+
+
+def test_parse_sink_reads_database_urls(tmp_path):
+    pg = parse_sink("postgresql://app:pw@db.local:5433/shop?table=totals&mode=upsert&key=merchant_id,day&sslmode=disable")
+    assert isinstance(pg, PostgresSink)
+    assert (pg.table, pg.mode, pg.key, pg.job) == ("totals", "upsert", ("merchant_id", "day"), None)
+    assert pg.url == "postgresql://app:pw@db.local:5433/shop?sslmode=disable"  # libpq's options stay in the URL
+    assert "pw" not in pg.describe() and "app:***@db.local" in pg.describe()
+    assert parse_sink("postgres://u@h/db").table is None  # bound to the job's name later
+    lite = parse_sink(f"sqlite://{tmp_path}/out.db?table=t&job=nightly")
+    assert isinstance(lite, SqliteSink) and lite.path == f"{tmp_path}/out.db" and (lite.table, lite.job) == ("t", "nightly")
+    assert parse_sink("sqlite:rel/out.db").path == "rel/out.db"
+    assert parse_sink("parquet:///abs/out") == ParquetSink("/abs/out")
+    assert parse_sink("parquet:rel/out") == ParquetSink("rel/out")
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("postgresql://u@h/db?mode=upsert", "upsert needs the key columns"),
+        ("postgresql://u@h/db?mode=merge", "mode must be 'append' or 'upsert'"),
+        ("postgresql://u@h/db?key=a", "applies to mode='upsert' only"),
+        ("postgresql://u@h/db?table=bad-name", "is not a plain table name"),
+        ("postgresql://u@h/db?table=a&table=b", "gives table= twice"),
+        ("postgresql://u@h:5432", "names no database"),
+        ("postgresql://u@h/db?bogus=1", "cannot read the URL"),
+        ("sqlite://host/x.db", "a SQLite URL has no host"),
+        ("sqlite:///x.db?sslmode=require", "unknown option 'sslmode'"),
+        ("sqlite://", "names no database file"),
+        ("mysql://u@h/db", "unknown sink"),
+    ],
+)
+def test_parse_sink_explains_bad_urls(spec, message):
+    with pytest.raises(JobDefinitionError, match=message):
+        parse_sink(spec)
+
+
+def test_sinks_bind_to_the_job_and_side_outputs_get_their_own_tables(tmp_path):
+    from sparkstate import TumblingEventTimeWindows, WatermarkStrategy, agg
+
+    source = ListSource([[{"ts": 1, "shop": "a", "amount": 1.0}]], "ts bigint, shop string, amount double")
+    job = (
+        Job("per-minute")
+        .source(source, watermark=WatermarkStrategy.for_monotonous_timestamps().with_timestamp_column("ts"))
+        .key_by("shop")
+        .window(TumblingEventTimeWindows.of(60_000))
+        .aggregate(agg.count("n"))
+        .sink(SqliteSink(str(tmp_path / "x.db")))
+        .dead_letters(SqliteSink(str(tmp_path / "dl.db"), table="bad_events"))
+    )
+    bound = database.bind_job_sinks(job)
+    assert (bound.sink_spec.table, bound.sink_spec.job) == ("per_minute", "per-minute")
+    sides = database.side_sinks(bound)
+    assert (sides["dead_letters"].path, sides["dead_letters"].table, sides["dead_letters"].job) == (
+        str(tmp_path / "dl.db"), "bad_events", "per-minute/dead_letters",
+    )
+    late = sides["late_data"]  # no sink of its own: a table beside the main one
+    assert (late.path, late.table, late.job, late.mode) == (str(tmp_path / "x.db"), "per_minute_late_data", "per-minute/late_data", "append")
+    tables = {s.table: schema.names for s, schema in database.job_database_sinks(bound)}
+    assert tables == {
+        "per_minute": ["shop", "window_start", "window_end", "n"],
+        "bad_events": ["raw", "reason"],
+        "per_minute_late_data": ["ts", "shop", "amount"],
+    }
+    # without a database main sink, side outputs keep their default (Parquet in the checkpoint)
+    assert database.side_sinks(database.bind_job_sinks(job.sink(MemorySink())))["late_data"] is None
