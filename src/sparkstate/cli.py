@@ -77,6 +77,8 @@ def explain_job(job_name: str, events: int) -> None:
 @click.option("--partitions", type=click.IntRange(min=1), help="Spark shuffle partitions [number of cores].")
 @click.option("--key-groups", type=click.IntRange(1, 32768), default=128, show_default=True, help="Key groups (fixed per checkpoint).")
 @click.option("--trigger", default="500 milliseconds", show_default=True, help="Micro-batch trigger interval.")
+@click.option("--window-path", type=click.Choice(["auto", "python", "native"]), default="auto", show_default=True,
+              help="Window jobs: let the planner choose (see `sparkstate explain`), or force a path.")
 @click.option("--timeout", type=float, help="Stop after this many seconds (the next run resumes).")
 @click.option("--fresh", is_flag=True, help="Delete the job's checkpoint and output first.")
 @click.option("--quiet", is_flag=True, help="No per-batch progress lines.")
@@ -95,6 +97,7 @@ def run(
     partitions: int | None,
     key_groups: int,
     trigger: str,
+    window_path: str,
     timeout: float | None,
     fresh: bool,
     quiet: bool,
@@ -118,7 +121,8 @@ def run(
             )
             .sink(sink)
             .with_settings(
-                state_backend=state_backend, parallelism=partitions, key_groups=key_groups, trigger_interval=trigger
+                state_backend=state_backend, parallelism=partitions, key_groups=key_groups, trigger_interval=trigger,
+                window_path=window_path,
             )
         )
         if fresh:

@@ -112,9 +112,9 @@ class Generator:
     def end_offset(self, marker: bool = True) -> int | None:
         """The offset a finished run has read to (None: unbounded).
 
-        With ``marker`` (a job whose function has timers), two offsets of their own follow the
-        last event: the end-of-input marker, and an empty micro-batch in which the final
-        watermark fires the remaining timers.
+        With ``marker`` (a job whose function has timers), two offsets follow the last event:
+        the end-of-input marker (read with the last events), and an empty micro-batch in
+        which the final watermark fires the remaining timers.
         """
         if self.events is None:
             return None

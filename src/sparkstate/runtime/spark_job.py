@@ -306,11 +306,12 @@ def run_job(
     except KeyboardInterrupt:
         result.warnings.append("interrupted: the run stopped; run again to resume from the checkpoint")
     finally:
+        # the run's time is the input's processing time; stopping the query is not part of it
+        result.seconds = time.monotonic() - started
         try:
             query.stop()
         except Exception:
             pass
-        result.seconds = time.monotonic() - started
     return result
 
 

@@ -141,8 +141,10 @@ class GeneratorStreamReader(DataSourceStreamReader):
         events = self.gen.events
         end = self.gen.end_offset(self.marker)
         top = s + self.gen.max_batch if end is None else min(end, s + self.gen.max_batch)
-        if self.marker and s <= events:  # type: ignore[operator]
-            top = min(top, events + 1)  # type: ignore[operator]  # the final offset gets a micro-batch of its own
+        if self.marker and s <= events and top >= events:  # type: ignore[operator]
+            # the end-of-input marker rides with the last events: their batch lifts the
+            # watermark to the end, and the next (empty) batch fires every remaining timer
+            top = events + 1  # type: ignore[operator]
         if self.gen.rate:
             now = time.monotonic()
             if self._t0 is None:
