@@ -50,3 +50,17 @@ def test_end_of_input_marker_has_no_events():
     row = _rows(end_of_input_row())[0]
     assert row[4] is None and int(row[3].timestamp() * 1000) == END_OF_INPUT_MS
     assert unpack_events([(0, 0, None)]) == []
+
+
+def test_worker_daemon_puts_the_installed_pyspark_before_sparks_zip(tmp_path):
+    from sparkstate.runtime.worker_daemon import prefer_installed_pyspark
+
+    site = tmp_path / "site-packages"
+    (site / "pyspark" / "python" / "lib").mkdir(parents=True)
+    (site / "pyspark" / "__init__.py").write_text("")
+    zips = [str(site / "pyspark" / "python" / "lib" / n) for n in ("pyspark.zip", "py4j-0.10.9.9-src.zip")]
+    path = ["/cwd", *zips, "/lib/python3.11", str(site)]
+    assert prefer_installed_pyspark(path) == ["/cwd", "/lib/python3.11", str(site), *zips]
+    # a separate Spark distribution's zip (no installed pyspark around it) stays first
+    other = ["/cwd", "/opt/spark/python/lib/pyspark.zip", str(tmp_path / "elsewhere")]
+    assert prefer_installed_pyspark(other) == other

@@ -102,6 +102,8 @@ def get_spark(
         "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
         "spark.sql.streaming.metricsEnabled": "false",
         "spark.python.worker.reuse": "true",
+        # workers import pyspark from the installed package, not from Spark's zip (see the module)
+        "spark.python.daemon.module": "sparkstate.runtime.worker_daemon",
     }
     conf.update(extra_conf or {})
     builder = SparkSession.builder
