@@ -18,6 +18,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from sparkstate.api.checkpointing import DEFAULT_INTERVAL, DEFAULT_RETAINED
 from sparkstate.errors import SparkStateError
 
 console = Console(highlight=False)
@@ -69,14 +70,20 @@ def explain_job(job_name: str, events: int) -> None:
 @click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
               help="Any other generator setting, e.g. --set users=50000 (repeatable; see the job's generator).")
 @click.option("--max-batch", type=click.IntRange(min=1), default=1_000_000, show_default=True, help="Most events per micro-batch.")
-@click.option("--checkpoint", "checkpoint_dir", type=click.Path(file_okay=False), help="Checkpoint directory [.sparkstate/JOB/checkpoint].")
+@click.option("--checkpoint", "checkpoint_dir", metavar="DIR",
+              help="Checkpoint directory: a path or a Hadoop URI (file://, hdfs://, s3a://...) [.sparkstate/JOB/checkpoint].")
 @click.option("--sink", "sink_spec",
               help="console, noop, memory, parquet:PATH, postgresql://USER@HOST:PORT/DB?table=T[&mode=upsert&key=COLS] "
               "or sqlite:///PATH.db?table=T (default table: the job's name) [parquet:.sparkstate/JOB/output].")
 @click.option("--state-backend", type=click.Choice(["rocksdb", "hashmap"]), default="rocksdb", show_default=True)
 @click.option("--partitions", type=click.IntRange(min=1), help="Spark shuffle partitions [number of cores].")
 @click.option("--key-groups", type=click.IntRange(1, 32768), default=128, show_default=True, help="Key groups (fixed per checkpoint).")
-@click.option("--trigger", default="500 milliseconds", show_default=True, help="Micro-batch trigger interval.")
+@click.option("--trigger", default=DEFAULT_INTERVAL, show_default=True,
+              help="Checkpoint interval: how often a micro-batch (one checkpoint) starts.")
+@click.option("--retained", type=click.IntRange(min=1), default=DEFAULT_RETAINED, show_default=True,
+              help="Checkpoints (batches) to keep.")
+@click.option("--incremental/--no-incremental", default=True, show_default=True,
+              help="Incremental RocksDB checkpoints (changelog checkpointing).")
 @click.option("--window-path", type=click.Choice(["auto", "python", "native"]), default="auto", show_default=True,
               help="Window jobs: let the planner choose (see `sparkstate explain`), or force a path.")
 @click.option("--timeout", type=float, help="Stop after this many seconds (the next run resumes).")
@@ -97,6 +104,8 @@ def run(
     partitions: int | None,
     key_groups: int,
     trigger: str,
+    retained: int,
+    incremental: bool,
     window_path: str,
     timeout: float | None,
     fresh: bool,
@@ -108,11 +117,12 @@ def run(
     from sparkstate.jobs import get_job
     from sparkstate.metrics.memory import PeakMemory
     from sparkstate.metrics.progress import ProgressPrinter, print_summary
+    from sparkstate.runtime.storage import open_storage
 
     try:
         seed_job = get_job(job_name)
         home = Path(".sparkstate") / job_name
-        ckpt = Path(checkpoint_dir) if checkpoint_dir else home / "checkpoint"
+        ckpt = checkpoint_dir or str(home / "checkpoint")
         sink = parse_sink(sink_spec) if sink_spec else ParquetSink(str(home / "output"))
         job = (
             seed_job.job(
@@ -120,13 +130,11 @@ def run(
                 **_generator_settings(seed_job.generator, settings),
             )
             .sink(sink)
-            .with_settings(
-                state_backend=state_backend, parallelism=partitions, key_groups=key_groups, trigger_interval=trigger,
-                window_path=window_path,
-            )
+            .with_settings(parallelism=partitions, key_groups=key_groups, window_path=window_path)
+            .with_checkpointing(state_backend=state_backend, interval=trigger, retained=retained, incremental=incremental)
         )
         if fresh:
-            shutil.rmtree(ckpt, ignore_errors=True)
+            open_storage(ckpt).delete()
             if isinstance(sink, ParquetSink):
                 shutil.rmtree(sink.path, ignore_errors=True)
             # a database sink's tables and markers go too: the new checkpoint's batch ids start at 0 again
@@ -185,7 +193,7 @@ def _generator_settings(generator: type, pairs: tuple[str, ...]) -> dict:
     return out
 
 
-def _state_keys(checkpoint: Path, backend: str) -> int | None:
+def _state_keys(checkpoint: str, backend: str) -> int | None:
     from pyspark.sql import SparkSession
 
     from sparkstate.runtime.state_reader import count_keys
