@@ -5,11 +5,13 @@
 
 A run prints a line per micro-batch and a summary at the end. Its checkpoint, output and
 Spark log live under ``.sparkstate/JOB/`` unless told otherwise; running the same command
-again resumes from the checkpoint.
+again resumes from the checkpoint. ``sparkstate checkpoints JOB`` lists the checkpoints it
+retains, with their duration and sizes.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -156,6 +158,47 @@ def run(
         if isinstance(sink, DatabaseSink):
             bound = database.bind_job_sinks(job).sink_spec
             console.print(f"output: {database.count_rows(bound):,} rows in table {bound.table} ({bound.describe()})")
+    except SparkStateError as exc:
+        errors.print(f"[red]error:[/] {exc}", soft_wrap=True)
+        sys.exit(1)
+
+
+@main.command("checkpoints")
+@click.argument("job_name", metavar="JOB")
+@click.option("--checkpoint", "checkpoint_dir", metavar="DIR", help="Checkpoint directory [.sparkstate/JOB/checkpoint].")
+def list_checkpoints(job_name: str, checkpoint_dir: str | None) -> None:
+    """List the checkpoints a job's checkpoint directory retains: batch, time, duration, sizes.
+
+    A local directory is read without starting Spark.
+    """
+    from sparkstate.metrics.checkpoints import retained_checkpoints
+    from sparkstate.metrics.progress import checkpoints_table
+    from sparkstate.runtime.checkpoint import METADATA_FILE
+    from sparkstate.runtime.storage import open_storage
+
+    try:
+        store = open_storage(checkpoint_dir or str(Path(".sparkstate") / job_name / "checkpoint"))
+        rows = retained_checkpoints(store)
+        if not rows:
+            what = "holds no committed checkpoint" if store.exists() else "does not exist"
+            errors.print(f"[red]error:[/] checkpoint directory {store.root} {what}: run `sparkstate run {job_name}` "
+                         "first, or give the job's directory with --checkpoint DIR", soft_wrap=True)
+            sys.exit(1)
+        try:
+            owner = json.loads(store.read_text(METADATA_FILE)).get("job")
+        except (OSError, ValueError):
+            owner = None
+        if owner not in (None, job_name):
+            errors.print(f"[yellow]warning:[/] {store.root} belongs to job {owner!r}, not {job_name!r}", soft_wrap=True)
+        # one line per checkpoint also when the output goes to a file or a pipe (80 columns)
+        out = console if console.is_terminal else Console(highlight=False, width=160)
+        out.print(checkpoints_table(rows, f"{job_name}: {len(rows):,} retained checkpoints in {store.root}"))
+        out.print(
+            "duration: state commit + offset log + commit log. delta: what the checkpoint wrote; "
+            "full: what restoring it reads (the last snapshot and the changes since). "
+            "state size: Spark's figure (RocksDB's SST files, or the hashmap's current version).",
+            soft_wrap=True,
+        )
     except SparkStateError as exc:
         errors.print(f"[red]error:[/] {exc}", soft_wrap=True)
         sys.exit(1)

@@ -8,7 +8,8 @@ The query is::
 Spark checkpoints the source offsets, the watermark and the state store together at every
 micro-batch, and a batch that fails commits none of them, so a restart replays it whole.
 The job's :class:`~sparkstate.api.checkpointing.CheckpointConfig` is applied to the query
-(its trigger, and Spark SQL settings set before it starts).
+(its trigger, and Spark SQL settings set before it starts), and the driver records each
+committed batch's checkpoint figures (``metrics/checkpoints.py``) as its progress arrives.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import copy
 import json
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from sparkstate.api.job import Job
 from sparkstate.errors import JobDefinitionError, JobFailedError
+from sparkstate.metrics.checkpoints import CheckpointRecorder, CheckpointStats, state_bytes
 from sparkstate.runtime import checkpoint as ckpt
 from sparkstate.runtime import storage
 from sparkstate.runtime.operator import KeyedOperator
@@ -57,6 +59,8 @@ class RunResult:
     batch_side_outputs: dict[int, dict[str, int]] = field(default_factory=dict)
     #: "python" or "native" (see ``sparkstate explain``)
     plan: str = "python"
+    #: the figures of each checkpoint (committed micro-batch) of this run, in order
+    checkpoints: list[CheckpointStats] = field(default_factory=list)
 
     @property
     def side_outputs(self) -> dict[str, int]:
@@ -300,6 +304,7 @@ def run_job(
     else:
         writer = build_query(job, spec, spark, checkpoint_dir, result.batch_side_outputs)
 
+    recorder = CheckpointRecorder(store)
     seen = -1
 
     def take_progress() -> None:
@@ -308,6 +313,7 @@ def run_job(
             if p["batchId"] > seen:
                 seen = p["batchId"]
                 _account(result, p, batch_events(job.source_spec, p))
+                _record_checkpoint(result, recorder, p)
                 if on_progress is not None:
                     on_progress(p)
 
@@ -345,6 +351,18 @@ def run_job(
     return result
 
 
+def _record_checkpoint(result: RunResult, recorder: CheckpointRecorder, p: dict) -> None:
+    """Measure and log the checkpoint of a committed batch; the figures go on the result and,
+    as ``p["checkpoint"]``, to the progress line."""
+    try:
+        stats = recorder.record(p)
+    except OSError as exc:
+        raise ckpt.failed_write(recorder.files.store, exc) from exc
+    if stats is not None:
+        result.checkpoints.append(stats)
+        p["checkpoint"] = asdict(stats)
+
+
 def _account(result: RunResult, p: dict, events: int) -> None:
     p["events"] = events
     side = result.batch_side_outputs.get(p.get("batchId", -1))
@@ -363,10 +381,3 @@ def _account(result: RunResult, p: dict, events: int) -> None:
         result.state_rows = ops[0].get("numRowsTotal")
         result.state_bytes = state_bytes(ops[0])
 
-
-def state_bytes(operator: dict) -> int | None:
-    """State size: RocksDB's SST files when RocksDB is the backend, else memory used."""
-    custom = operator.get("customMetrics") or {}
-    if "rocksdbSstFileSize" in custom:
-        return int(custom["rocksdbSstFileSize"])
-    return operator.get("memoryUsedBytes")
