@@ -10,6 +10,7 @@ from sparkstate.api import (
     AggregateFunction,
     AggregatingState,
     AggregatingStateDescriptor,
+    CheckpointConfig,
     Context,
     KeyedProcessFunction,
     ListState,
@@ -55,6 +56,7 @@ from sparkstate.connectors import (
 )
 from sparkstate.errors import (
     CheckpointMismatchError,
+    CheckpointStorageError,
     JobDefinitionError,
     JobFailedError,
     KeyColumnError,
@@ -78,7 +80,9 @@ __all__ = [
     "AggregateFunction",
     "AggregatingState",
     "AggregatingStateDescriptor",
+    "CheckpointConfig",
     "CheckpointMismatchError",
+    "CheckpointStorageError",
     "ConsoleSink",
     "Context",
     "DataFrameSource",

@@ -5,11 +5,13 @@
 
 A run prints a line per micro-batch and a summary at the end. Its checkpoint, output and
 Spark log live under ``.sparkstate/JOB/`` unless told otherwise; running the same command
-again resumes from the checkpoint.
+again resumes from the checkpoint. ``sparkstate checkpoints JOB`` lists the checkpoints it
+retains, with their duration and sizes.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -18,6 +20,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from sparkstate.api.checkpointing import DEFAULT_INTERVAL, DEFAULT_RETAINED
 from sparkstate.errors import SparkStateError
 
 console = Console(highlight=False)
@@ -69,14 +72,20 @@ def explain_job(job_name: str, events: int) -> None:
 @click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
               help="Any other generator setting, e.g. --set users=50000 (repeatable; see the job's generator).")
 @click.option("--max-batch", type=click.IntRange(min=1), default=1_000_000, show_default=True, help="Most events per micro-batch.")
-@click.option("--checkpoint", "checkpoint_dir", type=click.Path(file_okay=False), help="Checkpoint directory [.sparkstate/JOB/checkpoint].")
+@click.option("--checkpoint", "checkpoint_dir", metavar="DIR",
+              help="Checkpoint directory: a path or a Hadoop URI (file://, hdfs://, s3a://...) [.sparkstate/JOB/checkpoint].")
 @click.option("--sink", "sink_spec",
               help="console, noop, memory, parquet:PATH, postgresql://USER@HOST:PORT/DB?table=T[&mode=upsert&key=COLS] "
               "or sqlite:///PATH.db?table=T (default table: the job's name) [parquet:.sparkstate/JOB/output].")
 @click.option("--state-backend", type=click.Choice(["rocksdb", "hashmap"]), default="rocksdb", show_default=True)
 @click.option("--partitions", type=click.IntRange(min=1), help="Spark shuffle partitions [number of cores].")
 @click.option("--key-groups", type=click.IntRange(1, 32768), default=128, show_default=True, help="Key groups (fixed per checkpoint).")
-@click.option("--trigger", default="500 milliseconds", show_default=True, help="Micro-batch trigger interval.")
+@click.option("--trigger", default=DEFAULT_INTERVAL, show_default=True,
+              help="Checkpoint interval: how often a micro-batch (one checkpoint) starts.")
+@click.option("--retained", type=click.IntRange(min=1), default=DEFAULT_RETAINED, show_default=True,
+              help="Checkpoints (batches) to keep.")
+@click.option("--incremental/--no-incremental", default=True, show_default=True,
+              help="Incremental RocksDB checkpoints (changelog checkpointing).")
 @click.option("--window-path", type=click.Choice(["auto", "python", "native"]), default="auto", show_default=True,
               help="Window jobs: let the planner choose (see `sparkstate explain`), or force a path.")
 @click.option("--timeout", type=float, help="Stop after this many seconds (the next run resumes).")
@@ -97,6 +106,8 @@ def run(
     partitions: int | None,
     key_groups: int,
     trigger: str,
+    retained: int,
+    incremental: bool,
     window_path: str,
     timeout: float | None,
     fresh: bool,
@@ -108,11 +119,12 @@ def run(
     from sparkstate.jobs import get_job
     from sparkstate.metrics.memory import PeakMemory
     from sparkstate.metrics.progress import ProgressPrinter, print_summary
+    from sparkstate.runtime.storage import open_storage
 
     try:
         seed_job = get_job(job_name)
         home = Path(".sparkstate") / job_name
-        ckpt = Path(checkpoint_dir) if checkpoint_dir else home / "checkpoint"
+        ckpt = checkpoint_dir or str(home / "checkpoint")
         sink = parse_sink(sink_spec) if sink_spec else ParquetSink(str(home / "output"))
         job = (
             seed_job.job(
@@ -120,13 +132,11 @@ def run(
                 **_generator_settings(seed_job.generator, settings),
             )
             .sink(sink)
-            .with_settings(
-                state_backend=state_backend, parallelism=partitions, key_groups=key_groups, trigger_interval=trigger,
-                window_path=window_path,
-            )
+            .with_settings(parallelism=partitions, key_groups=key_groups, window_path=window_path)
+            .with_checkpointing(state_backend=state_backend, interval=trigger, retained=retained, incremental=incremental)
         )
         if fresh:
-            shutil.rmtree(ckpt, ignore_errors=True)
+            open_storage(ckpt).delete()
             if isinstance(sink, ParquetSink):
                 shutil.rmtree(sink.path, ignore_errors=True)
             # a database sink's tables and markers go too: the new checkpoint's batch ids start at 0 again
@@ -148,6 +158,47 @@ def run(
         if isinstance(sink, DatabaseSink):
             bound = database.bind_job_sinks(job).sink_spec
             console.print(f"output: {database.count_rows(bound):,} rows in table {bound.table} ({bound.describe()})")
+    except SparkStateError as exc:
+        errors.print(f"[red]error:[/] {exc}", soft_wrap=True)
+        sys.exit(1)
+
+
+@main.command("checkpoints")
+@click.argument("job_name", metavar="JOB")
+@click.option("--checkpoint", "checkpoint_dir", metavar="DIR", help="Checkpoint directory [.sparkstate/JOB/checkpoint].")
+def list_checkpoints(job_name: str, checkpoint_dir: str | None) -> None:
+    """List the checkpoints a job's checkpoint directory retains: batch, time, duration, sizes.
+
+    A local directory is read without starting Spark.
+    """
+    from sparkstate.metrics.checkpoints import retained_checkpoints
+    from sparkstate.metrics.progress import checkpoints_table
+    from sparkstate.runtime.checkpoint import METADATA_FILE
+    from sparkstate.runtime.storage import open_storage
+
+    try:
+        store = open_storage(checkpoint_dir or str(Path(".sparkstate") / job_name / "checkpoint"))
+        rows = retained_checkpoints(store)
+        if not rows:
+            what = "holds no committed checkpoint" if store.exists() else "does not exist"
+            errors.print(f"[red]error:[/] checkpoint directory {store.root} {what}: run `sparkstate run {job_name}` "
+                         "first, or give the job's directory with --checkpoint DIR", soft_wrap=True)
+            sys.exit(1)
+        try:
+            owner = json.loads(store.read_text(METADATA_FILE)).get("job")
+        except (OSError, ValueError):
+            owner = None
+        if owner not in (None, job_name):
+            errors.print(f"[yellow]warning:[/] {store.root} belongs to job {owner!r}, not {job_name!r}", soft_wrap=True)
+        # one line per checkpoint also when the output goes to a file or a pipe (80 columns)
+        out = console if console.is_terminal else Console(highlight=False, width=160)
+        out.print(checkpoints_table(rows, f"{job_name}: {len(rows):,} retained checkpoints in {store.root}"))
+        out.print(
+            "duration: state commit + offset log + commit log. delta: what the checkpoint wrote; "
+            "full: what restoring it reads (the last snapshot and the changes since). "
+            "state size: Spark's figure (RocksDB's SST files, or the hashmap's current version).",
+            soft_wrap=True,
+        )
     except SparkStateError as exc:
         errors.print(f"[red]error:[/] {exc}", soft_wrap=True)
         sys.exit(1)
@@ -185,7 +236,7 @@ def _generator_settings(generator: type, pairs: tuple[str, ...]) -> dict:
     return out
 
 
-def _state_keys(checkpoint: Path, backend: str) -> int | None:
+def _state_keys(checkpoint: str, backend: str) -> int | None:
     from pyspark.sql import SparkSession
 
     from sparkstate.runtime.state_reader import count_keys

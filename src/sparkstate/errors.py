@@ -50,6 +50,15 @@ class JobFailedError(SparkStateError):
     """A running job stopped with an error; nothing after the last committed batch was kept."""
 
 
+class CheckpointStorageError(JobFailedError):
+    """The checkpoint directory cannot be written: it is not writable, or its disk is full.
+
+    Raised before Spark starts, or when a running job stops on it; the message names the
+    directory, the problem and the fix. Batches committed before it are kept, and the next
+    run after the fix resumes from the last of them.
+    """
+
+
 class SinkError(SparkStateError):
     """A sink cannot take the output: its database is unreachable, its table does not fit
     the job's rows, or it refused a batch. Nothing of the failing batch was committed."""

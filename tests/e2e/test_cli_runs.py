@@ -1,7 +1,9 @@
-"""`sparkstate run` as a user runs it: its own process and Spark; re-running resumes."""
+"""`sparkstate run` as a user runs it: its own process and Spark; re-running resumes;
+`sparkstate checkpoints` lists what the run checkpointed."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +11,8 @@ from pathlib import Path
 
 def sparkstate(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     cmd = [str(Path(sys.executable).with_name("sparkstate")), *args]
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
+    env = {**os.environ, "COLUMNS": "250"}  # rich's width when the output is not a terminal
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
 
 
 def test_run_prints_progress_and_results_then_resumes(tmp_path):
@@ -20,6 +23,19 @@ def test_run_prints_progress_and_results_then_resumes(tmp_path):
     assert "status" in out and "complete" in out and "30,000" in out  # the summary
     assert "top 10 merchant_id by total" in out  # the results
     assert (tmp_path / ".sparkstate" / "running-sum" / "checkpoint" / "sparkstate.json").exists()
+    progress = [ln for ln in out.splitlines() if ln.startswith("batch ")]
+    assert len(progress) == 3 and all(" | checkpoint " in ln and " written" in ln for ln in progress)
+    summary = {ln.split("│")[1].strip(): ln.split("│")[2].strip() for ln in out.splitlines() if ln.count("│") == 3}
+    assert summary["checkpoint duration"].startswith("mean ") and "(3 checkpoints)" in summary["checkpoint duration"]
+    assert summary["checkpoint size"].startswith("delta ") and "full " in summary["checkpoint size"]
+
+    listed = sparkstate(tmp_path, "checkpoints", "running-sum")
+    assert listed.returncode == 0, listed.stderr
+    rows = [ln.split("│")[1:-1] for ln in listed.stdout.splitlines() if ln.count("│") == 8]
+    assert [r[0].strip() for r in rows] == ["0", "1", "2"]
+    assert all(r[2].strip().endswith(" ms") and r[6].strip().startswith("incremental") for r in rows)
+    missing = sparkstate(tmp_path, "checkpoints", "rate-limit")
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
 
     again = sparkstate(tmp_path, "run", "running-sum", "--events", "30000", "--merchants", "500", "--max-batch", "10000")
     assert again.returncode == 0, again.stderr

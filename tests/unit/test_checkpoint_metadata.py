@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sparkstate import CheckpointMismatchError
+from sparkstate import CheckpointMismatchError, CheckpointStorageError
 from sparkstate.runtime.checkpoint import METADATA_FILE, check_or_write, last_committed_offset
 
 
@@ -79,10 +79,10 @@ def test_foreign_spark_checkpoint_is_refused(tmp_path):
         check_or_write(tmp_path, meta())
 
 
-def test_unwritable_directory_is_named(tmp_path):
+def test_a_directory_that_cannot_be_created_is_named(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with pytest.raises(CheckpointMismatchError, match="cannot write to checkpoint directory"):
+    with pytest.raises(CheckpointStorageError, match="checkpoint directory .*/file/ckpt cannot be created: part of its path is a file"):
         check_or_write(blocker / "ckpt", meta())
 
 

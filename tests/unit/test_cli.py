@@ -47,3 +47,46 @@ def test_generator_settings_from_the_command_line():
     assert bad.exit_code == 1 and "'many' is not a valid int" in bad.output
     bad = CliRunner().invoke(main, ["run", "sessions", "--set", "colour=red"])
     assert bad.exit_code == 1 and "NAME one of" in bad.output
+
+
+def test_progress_line_shows_the_checkpoint():
+    from rich.console import Console
+
+    from sparkstate.metrics.progress import ProgressPrinter
+
+    console = Console(record=True, width=300)
+    ProgressPrinter(console)({"batchId": 4, "events": 10, "durationMs": {"triggerExecution": 500},
+                              "checkpoint": {"duration_ms": 1234, "delta_bytes": 2048}})
+    assert "checkpoint 1,234 ms, 2.0 KB written" in console.export_text()
+
+
+def test_checkpoints_lists_the_retained_ones_without_spark(tmp_path):
+    from sparkstate.metrics.checkpoints import CheckpointLog, CheckpointStats
+    from sparkstate.runtime.storage import LocalStorage
+
+    root = tmp_path / "ckpt"
+    for b in (3, 4):
+        (root / "commits").mkdir(parents=True, exist_ok=True)
+        (root / "commits" / str(b)).write_text("v1\n{}\n")
+        (root / "state" / "0" / "0").mkdir(parents=True, exist_ok=True)
+        (root / "state" / "0" / "0" / f"{b + 1}.changelog").write_bytes(bytes(100 * b))
+    (root / "sparkstate.json").write_text('{"job": "running-sum"}')
+    CheckpointLog(LocalStorage(str(root))).save(
+        {4: CheckpointStats(4, "2026-11-22T10:00:01.500Z", duration_ms=321, state_bytes=5 << 20)}
+    )
+    result = CliRunner().invoke(main, ["checkpoints", "running-sum", "--checkpoint", str(root)], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    lines = [ln for ln in result.output.splitlines() if "│" in ln]
+    assert "2 retained checkpoints" in result.output
+    assert any("3" in ln and "300 B" in ln and "incremental" in ln for ln in lines)
+    row = next(ln for ln in lines if "321 ms" in ln)
+    assert "2026-11-22 10:00:01.500" in row and "5.0 MB" in row and "400 B" in row and "700 B" in row
+
+
+def test_checkpoints_of_a_missing_directory_is_an_error(tmp_path):
+    result = CliRunner().invoke(main, ["checkpoints", "running-sum", "--checkpoint", str(tmp_path / "none")])
+    assert result.exit_code == 1 and "does not exist" in result.output and "sparkstate run running-sum" in result.output
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "offsets").mkdir()
+    result = CliRunner().invoke(main, ["checkpoints", "running-sum", "--checkpoint", str(tmp_path / "empty")])
+    assert result.exit_code == 1 and "holds no committed checkpoint" in result.output

@@ -8,6 +8,7 @@ import datetime as dt
 import pytest
 
 from sparkstate import (
+    CheckpointConfig,
     Job,
     JobDefinitionError,
     KeyColumnError,
@@ -90,3 +91,24 @@ def test_schema_from_ddl_and_dataclass():
 def test_harness_of_a_job_uses_its_key_watermark_and_schema():
     h = base().harness()
     assert h.process_element({"merchant_id": "m1", "amount": 2.0}) == [{"merchant_id": "m1", "count": 1, "total": 2.0}]
+
+
+def test_job_builder_and_the_old_setting_names():
+    j = base().with_checkpointing(directory="c", interval="2 seconds", retained=5, incremental=False)
+    c = j.settings.checkpoint
+    assert (c.directory, c.interval_ms, c.retained, c.incremental) == ("c", 2000, 5, False)
+    assert j.with_checkpointing(retained=7).settings.checkpoint.directory == "c"  # fields change one at a time
+    assert j.with_checkpointing(CheckpointConfig(retained=3)).settings.checkpoint == CheckpointConfig(retained=3)
+    # ``with_settings(trigger_interval=..., state_backend=...)`` set the same fields
+    old = base().with_settings(trigger_interval="100 milliseconds", state_backend="hashmap", key_groups=64)
+    assert old.settings.trigger_interval == "100 milliseconds" and old.settings.state_backend == "hashmap"
+    assert old.settings.checkpoint.interval_ms == 100 and old.settings.key_groups == 64
+    with pytest.raises(JobDefinitionError, match=r"unknown checkpoint settings \['every'\]"):
+        base().with_checkpointing(every=5)
+    with pytest.raises(JobDefinitionError, match="state_backend must be 'rocksdb' or 'hashmap'"):
+        base().with_settings(state_backend="memory")
+
+
+def test_run_needs_a_directory_from_somewhere():
+    with pytest.raises(JobDefinitionError, match="a checkpoint directory is required"):
+        base().run()

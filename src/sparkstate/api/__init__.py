@@ -4,6 +4,7 @@ Nothing here imports pyspark; the same classes run in the test harness and on Sp
 """
 
 from sparkstate.api import agg
+from sparkstate.api.checkpointing import CheckpointConfig
 from sparkstate.api.functions import (
     DEAD_LETTERS,
     MAX_WATERMARK,
@@ -50,6 +51,7 @@ __all__ = [
     "AggregateFunction",
     "AggregatingState",
     "AggregatingStateDescriptor",
+    "CheckpointConfig",
     "Context",
     "EventTimeSessionWindows",
     "KeyedProcessFunction",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from sparkstate.api.agg import Agg, BuiltinAggregates
+from sparkstate.api.checkpointing import CheckpointConfig
 from sparkstate.api.functions import DEAD_LETTERS, LATE_DATA_NAME, KeyedProcessFunction, OutputTag
 from sparkstate.api.schema import Schema
 from sparkstate.api.state import AggregateFunction
@@ -24,6 +25,9 @@ from sparkstate.errors import JobDefinitionError
 if TYPE_CHECKING:
     from sparkstate.runtime.spark_job import RunResult
     from sparkstate.testing.harness import KeyedHarness
+
+#: ``with_settings`` names that are fields of the checkpoint configuration
+_CHECKPOINT_ALIASES = {"state_backend": "state_backend", "trigger_interval": "interval"}
 
 #: Flink's default maximum parallelism; also what measured best here (docs/design.md).
 DEFAULT_KEY_GROUPS = 128
@@ -38,29 +42,39 @@ class JobSettings:
       fixed for the life of a checkpoint; it bounds how far state can later be rescaled.
     * ``parallelism`` - Spark shuffle partitions (default: the machine's cores). Also fixed by
       the first run of a checkpoint (Spark keeps it).
-    * ``state_backend`` - ``"rocksdb"`` (default) or ``"hashmap"`` (in-memory).
     * ``bucket_size`` - keys per state-store entry inside a key group.
-    * ``trigger_interval`` - how often a micro-batch starts (Flink's checkpoint interval is
-      the closest analogue: each micro-batch is a checkpoint).
     * ``window_path`` - ``"auto"`` (default), ``"python"`` or ``"native"``: see ``sparkstate explain``.
+    * ``checkpoint`` - a :class:`CheckpointConfig`: directory, interval (the micro-batch
+      trigger), retained checkpoints, incremental checkpoints and the state backend.
+      ``state_backend`` and ``trigger_interval`` read its fields (and ``Job.with_settings``
+      still takes them as names for those fields).
     """
 
     key_groups: int = DEFAULT_KEY_GROUPS
     parallelism: int | None = None
-    state_backend: str = "rocksdb"
     bucket_size: int = DEFAULT_BUCKET_SIZE
-    trigger_interval: str = "500 milliseconds"
     #: window jobs: "auto" lets the planner pick the native Spark SQL path when it applies;
     #: "python" or "native" force one (native fails when the job cannot run there)
     window_path: str = "auto"
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+
+    @property
+    def state_backend(self) -> str:
+        """``"rocksdb"`` or ``"hashmap"`` (``checkpoint.state_backend``)."""
+        return self.checkpoint.state_backend
+
+    @property
+    def trigger_interval(self) -> str:
+        """How often a micro-batch, that is a checkpoint, starts (``checkpoint.interval``, as Spark takes it)."""
+        return self.checkpoint.trigger
 
     def __post_init__(self) -> None:
         if not isinstance(self.key_groups, int) or not 1 <= self.key_groups <= 32768:
             raise JobDefinitionError(f"key_groups must be an int from 1 to 32768, got {self.key_groups!r}")
         if self.parallelism is not None and (not isinstance(self.parallelism, int) or self.parallelism < 1):
             raise JobDefinitionError(f"parallelism must be a positive int, got {self.parallelism!r}")
-        if self.state_backend not in ("rocksdb", "hashmap"):
-            raise JobDefinitionError(f"state_backend must be 'rocksdb' or 'hashmap', got {self.state_backend!r}")
+        if not isinstance(self.checkpoint, CheckpointConfig):
+            raise JobDefinitionError(f"checkpoint must be a CheckpointConfig, got {self.checkpoint!r}")
         if self.window_path not in ("auto", "python", "native"):
             raise JobDefinitionError(f"window_path must be 'auto', 'python' or 'native', got {self.window_path!r}")
         if not isinstance(self.bucket_size, int) or self.bucket_size < 1:
@@ -315,11 +329,38 @@ class Job:
         return replace(self, sink_spec=sink)
 
     def with_settings(self, **changes: Any) -> "Job":
-        """Change :class:`JobSettings` fields, e.g. ``job.with_settings(key_groups=256)``."""
+        """Change :class:`JobSettings` fields, e.g. ``job.with_settings(key_groups=256)``.
+
+        ``state_backend`` and ``trigger_interval`` change the checkpoint configuration's
+        ``state_backend`` and ``interval`` (see :meth:`with_checkpointing`).
+        """
+        aliases = {name: changes.pop(name) for name in tuple(changes) if name in _CHECKPOINT_ALIASES}
         unknown = set(changes) - {f.name for f in dataclasses.fields(JobSettings)}
         if unknown:
             raise JobDefinitionError(f"unknown job settings {sorted(unknown)}")
-        return replace(self, settings=replace(self.settings, **changes))
+        job = replace(self, settings=replace(self.settings, **changes))
+        if aliases:
+            job = job.with_checkpointing(**{_CHECKPOINT_ALIASES[k]: v for k, v in aliases.items()})
+        return job
+
+    def with_checkpointing(self, config: CheckpointConfig | None = None, **changes: Any) -> "Job":
+        """Set how the job checkpoints: a whole :class:`CheckpointConfig`, or some of its fields.
+
+        Example::
+
+            job.with_checkpointing(directory="hdfs://nn/ckpt/running-sum", interval="2 seconds",
+                                   retained=20, incremental=True, state_backend="rocksdb")
+        """
+        if config is not None and not isinstance(config, CheckpointConfig):
+            raise JobDefinitionError(f"with_checkpointing takes a CheckpointConfig, got {config!r}")
+        unknown = set(changes) - {f.name for f in dataclasses.fields(CheckpointConfig)}
+        if unknown:
+            raise JobDefinitionError(
+                f"unknown checkpoint settings {sorted(unknown)}; "
+                f"CheckpointConfig has {[f.name for f in dataclasses.fields(CheckpointConfig)]}"
+            )
+        checkpoint = replace(config or self.settings.checkpoint, **changes)
+        return replace(self, settings=replace(self.settings, checkpoint=checkpoint))
 
     # ------------------------------------------------------------------ checks
 
@@ -384,7 +425,7 @@ class Job:
     def run(
         self,
         *,
-        checkpoint_dir: str | Path,
+        checkpoint_dir: str | Path | None = None,
         spark: Any = None,
         on_progress: Callable[[dict], None] | None = None,
         timeout: float | None = None,
@@ -394,13 +435,15 @@ class Job:
         """Run on Spark until a bounded source is exhausted, ``until(result)`` holds, or
         ``timeout`` seconds pass (an unbounded source needs one of the two).
 
-        Re-running with the same ``checkpoint_dir`` resumes where the last run committed.
+        ``checkpoint_dir`` (a path or a Hadoop-compatible URI) defaults to the checkpoint
+        configuration's ``directory``. Re-running with the same directory resumes where the
+        last run committed.
         """
         from sparkstate.runtime.spark_job import run_job
 
         return run_job(
             self,
-            checkpoint_dir=checkpoint_dir,
+            checkpoint_dir=checkpoint_dir if checkpoint_dir is not None else self.settings.checkpoint.directory,
             spark=spark,
             on_progress=on_progress,
             timeout=timeout,

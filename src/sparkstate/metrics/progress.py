@@ -1,8 +1,9 @@
 """Progress lines while a job runs and the summary when it ends.
 
 Figures come from Spark's own progress reports (one per micro-batch): batch duration, the
-state store's entry count and size (RocksDB's SST files, or memory for the hashmap backend),
-its commit time, and the watermark; event counts come from sparkstate's source offsets.
+state store's entry count and size (RocksDB's SST files, or the hashmap's current version),
+and the watermark; event counts come from sparkstate's source offsets, and each checkpoint's
+duration and size from ``metrics/checkpoints.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from sparkstate.runtime.spark_job import RunResult, state_bytes
+from sparkstate.metrics.checkpoints import CheckpointStats, state_bytes, summary
+from sparkstate.runtime.spark_job import RunResult
 
 
 def human_bytes(n: float | None) -> str:
@@ -49,8 +51,12 @@ class ProgressPrinter:
             f"{events:,} ev in {ms / 1000:.2f} s ({rate:,.0f}/s)",
             progress,
             f"state {op.get('numRowsTotal', 0):,} entries {human_bytes(state_bytes(op))}",
-            f"commit {op.get('commitTimeMs', 0):,} ms",
         ]
+        checkpoint = p.get("checkpoint")
+        if checkpoint:
+            parts.append(f"checkpoint {checkpoint['duration_ms']:,} ms, {human_bytes(checkpoint['delta_bytes'])} written")
+        else:
+            parts.append(f"commit {op.get('commitTimeMs', 0):,} ms")
         for name, n in sorted((p.get("sideOutputs") or {}).items()):
             if n:
                 parts.append(f"[yellow]{n:,} {name.replace('_', ' ')}[/]")
@@ -79,12 +85,44 @@ def summary_table(result: RunResult, title: str | None = None) -> Table:
         table.add_row("after the first batch", f"{steady:,.0f} events/s")
     keys = f"{result.state_keys:,} keys in " if result.state_keys is not None else ""
     table.add_row("state", f"{keys}{result.state_rows or 0:,} entries, {human_bytes(result.state_bytes)}")
+    _checkpoint_rows(table, result.checkpoints)
     table.add_row("path", result.plan + (" (Spark SQL)" if result.plan == "native" else ""))
     for name, n in sorted(result.side_outputs.items()):
         table.add_row(name.replace("_", " "), f"{n:,} rows (side output)")
     if result.peak_memory_bytes:
         table.add_row("peak memory", f"{human_bytes(result.peak_memory_bytes)} (driver, JVM and Python workers)")
     table.add_row("checkpoint", result.checkpoint_dir)
+    return table
+
+
+def _checkpoint_rows(table: Table, checkpoints: list[CheckpointStats]) -> None:
+    figures = summary(checkpoints)
+    if figures["mean_duration_ms"] is None:
+        return
+    table.add_row(
+        "checkpoint duration",
+        f"mean {figures['mean_duration_ms']:,.0f} ms, max {figures['max_duration_ms']:,} ms ({figures['checkpoints']:,} checkpoints)",
+    )
+    if figures["mean_delta_bytes"] is not None:
+        table.add_row(
+            "checkpoint size",
+            f"delta {human_bytes(figures['mean_delta_bytes'])} (mean), full {human_bytes(figures['last_full_bytes'])} "
+            f"(last); {', '.join(figures['kinds'])}",
+        )
+
+
+def checkpoints_table(checkpoints: list[CheckpointStats], title: str) -> Table:
+    """One row per retained checkpoint (``sparkstate checkpoints``)."""
+    table = Table(title=title, title_justify="left")
+    for name, justify in (("batch", "right"), ("completed (UTC)", "left"), ("duration", "right"), ("state size", "right"),
+                          ("delta", "right"), ("full", "right"), ("kind", "left")):
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for c in checkpoints:
+        table.add_row(
+            f"{c.batch_id:,}", c.time.replace("T", " ").rstrip("Z"),
+            "-" if c.duration_ms is None else f"{c.duration_ms:,} ms",
+            human_bytes(c.state_bytes), human_bytes(c.delta_bytes), human_bytes(c.full_bytes), c.kind,
+        )
     return table
 
 

@@ -56,9 +56,9 @@ def native_frame(spark: Any, job: Any, marker: bool, scratch_dir: str | None = N
 
 def build_native_query(job: Any, spark: Any, checkpoint_dir: str | Path, marker: bool) -> Any:
     """The configured ``DataStreamWriter`` of a native window job."""
-    from sparkstate.runtime.spark_job import _query_name
+    from sparkstate.runtime.spark_job import _query_name, checkpointed, scratch_dir
     from sparkstate.runtime.spark_sinks import attach
 
-    out = native_frame(spark, job, marker, scratch_dir=str(Path(checkpoint_dir) / "sparkstate-sources"))
+    out = native_frame(spark, job, marker, scratch_dir=scratch_dir(checkpoint_dir))
     writer = attach(job.sink_spec, out.writeStream.queryName(_query_name(job.name)).outputMode("append"))
-    return writer.option("checkpointLocation", str(checkpoint_dir)).trigger(processingTime=job.settings.trigger_interval)
+    return checkpointed(writer, job, checkpoint_dir)

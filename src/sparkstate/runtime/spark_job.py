@@ -7,6 +7,9 @@ The query is::
 
 Spark checkpoints the source offsets, the watermark and the state store together at every
 micro-batch, and a batch that fails commits none of them, so a restart replays it whole.
+The job's :class:`~sparkstate.api.checkpointing.CheckpointConfig` is applied to the query
+(its trigger, and Spark SQL settings set before it starts), and the driver records each
+committed batch's checkpoint figures (``metrics/checkpoints.py``) as its progress arrives.
 """
 
 from __future__ import annotations
@@ -15,13 +18,15 @@ import copy
 import json
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from sparkstate.api.job import Job
 from sparkstate.errors import JobDefinitionError, JobFailedError
+from sparkstate.metrics.checkpoints import CheckpointRecorder, CheckpointStats, state_bytes
 from sparkstate.runtime import checkpoint as ckpt
+from sparkstate.runtime import storage
 from sparkstate.runtime.operator import KeyedOperator
 from sparkstate.runtime.packing import END_OF_INPUT_MS
 from sparkstate.runtime.planner import NATIVE, plan
@@ -54,6 +59,8 @@ class RunResult:
     batch_side_outputs: dict[int, dict[str, int]] = field(default_factory=dict)
     #: "python" or "native" (see ``sparkstate explain``)
     plan: str = "python"
+    #: the figures of each checkpoint (committed micro-batch) of this run, in order
+    checkpoints: list[CheckpointStats] = field(default_factory=list)
 
     @property
     def side_outputs(self) -> dict[str, int]:
@@ -126,7 +133,18 @@ def _operator_spec(job: Job) -> Any:
 
 def side_output_dir(checkpoint_dir: str | Path) -> str:
     """Where side outputs without a sink of their own are kept (Parquet, one folder per batch)."""
-    return str(Path(checkpoint_dir) / "side-outputs")
+    return storage.join(str(checkpoint_dir), "side-outputs")
+
+
+def scratch_dir(checkpoint_dir: str | Path) -> str | None:
+    """Where a list source's events are written for Spark's Python workers to read: beside a
+    local checkpoint, else a temporary directory (they are written again by every run)."""
+    return storage.join(str(checkpoint_dir), "sparkstate-sources") if storage.is_local(str(checkpoint_dir)) else None
+
+
+def checkpointed(writer: Any, job: Job, checkpoint_dir: str | Path) -> Any:
+    """``writer`` checkpointing into ``checkpoint_dir`` at the job's checkpoint interval."""
+    return writer.option("checkpointLocation", str(checkpoint_dir)).trigger(processingTime=job.settings.checkpoint.trigger)
 
 
 def build_query(
@@ -137,7 +155,7 @@ def build_query(
     from sparkstate.runtime.spark_sinks import attach, attach_dispatch
     from sparkstate.runtime.spark_sources import build_packed
 
-    packed = build_packed(spark, job, _uses_end_marker(job), scratch_dir=str(Path(checkpoint_dir) / "sparkstate-sources"))
+    packed = build_packed(spark, job, _uses_end_marker(job), scratch_dir=scratch_dir(checkpoint_dir))
     if spec.event_time:
         packed = packed.withWatermark("ts", f"{_watermark_delay_ms(job)} milliseconds")
     # No filter for the end-of-input marker (blob NULL): Spark would push it below the
@@ -165,7 +183,7 @@ def build_query(
         writer = attach_dispatch(job, stream, side_output_dir(checkpoint_dir), side_counts if side_counts is not None else {})
     else:
         writer = attach(job.sink_spec, stream)
-    return writer.option("checkpointLocation", str(checkpoint_dir)).trigger(processingTime=job.settings.trigger_interval)
+    return checkpointed(writer, job, checkpoint_dir)
 
 
 def _query_name(name: str) -> str:
@@ -219,17 +237,17 @@ def _end_reached(entries: list[dict], end: int | None) -> bool:
     return offset is not None and offset >= end
 
 
-def _already_complete(checkpoint_dir: str | Path, end: int | None) -> bool:
+def _already_complete(store: storage.Storage, end: int | None) -> bool:
     if end is None:
         return False
-    _, offset = ckpt.last_committed_offset(checkpoint_dir)
+    _, offset = ckpt.last_committed_offset(store)
     return isinstance(offset, dict) and int(offset.get("offset", -1)) >= end
 
 
 def run_job(
     job: Job,
     *,
-    checkpoint_dir: str | Path,
+    checkpoint_dir: str | Path | None,
     spark: Any = None,
     on_progress: Callable[[dict], None] | None = None,
     timeout: float | None = None,
@@ -245,10 +263,13 @@ def run_job(
     if checkpoint_dir is None or str(checkpoint_dir).strip() == "":
         raise JobDefinitionError(
             "a checkpoint directory is required: Spark keeps the source offsets and the state there "
-            "(Job.run(checkpoint_dir=...), or --checkpoint on the command line)"
+            "(Job.run(checkpoint_dir=...), Job.with_checkpointing(directory=...), or --checkpoint on the command line)"
         )
     job.validate()
-    checkpoint_dir = str(Path(checkpoint_dir).absolute())
+    checkpoint_dir = storage.normalize(checkpoint_dir)
+    if not storage.is_local(checkpoint_dir):  # Hadoop's file systems are reached through Spark's JVM
+        spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
+    store = storage.open_storage(checkpoint_dir, spark)
     # declared state, from a copy: the job's function object stays unopened for Spark to ship
     descriptors = KeyedOperator(copy.deepcopy(job.function), job.key_columns).open()  # type: ignore[arg-type]
     result = RunResult(job=job.name, checkpoint_dir=checkpoint_dir)
@@ -262,15 +283,20 @@ def run_job(
     chosen = plan(job)
     result.plan = chosen.path
     meta = ckpt.job_metadata(job, spec, descriptors, settings)
-    result.warnings = ckpt.check_or_write(checkpoint_dir, meta)
+    result.warnings = ckpt.check_or_write(store, meta)
 
     end = job.source_spec.end_offset(_uses_end_marker(job)) if hasattr(job.source_spec, "end_offset") else None
-    if _already_complete(checkpoint_dir, end):
+    if _already_complete(store, end):
         result.completed = result.already_complete = True
         return result
+    # a resumed checkpoint has only been read so far: a full disk or a read-only directory
+    # shows here, before Spark starts, rather than as a failed batch
+    ckpt.ensure_writable(store)
 
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", state_store_class(job.settings.state_backend))
+    for key, value in job.settings.checkpoint.spark_conf().items():
+        spark.conf.set(key, value)
     if chosen.path == NATIVE:
         from sparkstate.runtime.native_windows import build_native_query
 
@@ -278,22 +304,31 @@ def run_job(
     else:
         writer = build_query(job, spec, spark, checkpoint_dir, result.batch_side_outputs)
 
+    recorder = CheckpointRecorder(store)
+    seen = -1
+
+    def take_progress() -> None:
+        nonlocal seen
+        for p in _progress_dicts(query):
+            if p["batchId"] > seen:
+                seen = p["batchId"]
+                _account(result, p, batch_events(job.source_spec, p))
+                _record_checkpoint(result, recorder, p)
+                if on_progress is not None:
+                    on_progress(p)
+
     started = time.monotonic()
     query = writer.start()
-    seen = -1
     try:
         while True:
-            entries = _progress_dicts(query)
-            for p in entries:
-                if p["batchId"] > seen:
-                    seen = p["batchId"]
-                    _account(result, p, batch_events(job.source_spec, p))
-                    if on_progress is not None:
-                        on_progress(p)
+            take_progress()
             if not query.isActive:
                 exc = query.exception()
                 if exc is not None:
-                    batch, _ = ckpt.last_committed_offset(checkpoint_dir)
+                    problem = ckpt.diagnose_failure(store)
+                    if problem is not None:
+                        raise problem from None
+                    batch, _ = ckpt.last_committed_offset(store)
                     raise _clean_failure(exc, checkpoint_dir, batch) from None
                 result.completed = True
                 break
@@ -312,7 +347,20 @@ def run_job(
             query.stop()
         except Exception:
             pass
+    take_progress()  # a batch that committed between the last look and the stop
     return result
+
+
+def _record_checkpoint(result: RunResult, recorder: CheckpointRecorder, p: dict) -> None:
+    """Measure and log the checkpoint of a committed batch; the figures go on the result and,
+    as ``p["checkpoint"]``, to the progress line."""
+    try:
+        stats = recorder.record(p)
+    except OSError as exc:
+        raise ckpt.failed_write(recorder.files.store, exc) from exc
+    if stats is not None:
+        result.checkpoints.append(stats)
+        p["checkpoint"] = asdict(stats)
 
 
 def _account(result: RunResult, p: dict, events: int) -> None:
@@ -333,10 +381,3 @@ def _account(result: RunResult, p: dict, events: int) -> None:
         result.state_rows = ops[0].get("numRowsTotal")
         result.state_bytes = state_bytes(ops[0])
 
-
-def state_bytes(operator: dict) -> int | None:
-    """State size: RocksDB's SST files when RocksDB is the backend, else memory used."""
-    custom = operator.get("customMetrics") or {}
-    if "rocksdbSstFileSize" in custom:
-        return int(custom["rocksdbSstFileSize"])
-    return operator.get("memoryUsedBytes")

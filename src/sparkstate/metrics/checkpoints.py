@@ -1,0 +1,319 @@
+"""Figures per checkpoint: how long it took, how large the state is, and what it wrote.
+
+Each committed micro-batch is a checkpoint: batch ``b`` writes version ``b + 1`` of every
+state store, under ``<checkpoint>/state/<operator>/<partition>/``:
+
+* RocksDB with incremental (changelog) checkpoints: ``N.changelog``, the entries the batch
+  changed; every 10th version also gets a snapshot, uploaded in the background.
+* RocksDB without: ``N.zip`` (RocksDB's manifest and options, and a ``metadata`` entry that
+  lists the version's SST files with their sizes) plus the SST files under ``SSTs/`` that
+  the directory does not hold yet; SST files shared with earlier versions are not copied again.
+* hashmap: ``N.delta``, the changed entries; every 10th version a ``N.snapshot`` in the background.
+
+From those files a checkpoint's *delta* is what its version wrote (changelog or delta file,
+plus a snapshot's zip and new SST files when the version has one), and its *full* size is
+what restoring it reads: the latest snapshot at or before the version (with all its SST
+files) and the incremental files after it. Spark's own figure of the state's size (RocksDB's
+SST files, or the hashmap's current version) comes from the progress report.
+
+The figures of every checkpoint that Spark retains are kept in
+``<checkpoint>/sparkstate/checkpoints.jsonl`` (one JSON object per line, by batch id; a
+replayed batch replaces its line), so ``sparkstate checkpoints`` can show them later.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import zipfile
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from sparkstate.runtime.checkpoint import OWN_DIR, committed_batches
+from sparkstate.runtime.storage import Entry, Storage
+
+LOG_FILE = "checkpoints.jsonl"
+
+_INCREMENTAL = (".changelog", ".delta")
+_SNAPSHOT = (".zip", ".snapshot")
+#: ``N.changelog``, or ``N_<id>.changelog`` with Spark's checkpoint format version 2
+_VERSION_FILE = re.compile(r"^(\d+)(?:_[\w-]+)?(\.changelog|\.delta|\.zip|\.snapshot)$")
+
+
+def state_bytes(operator: dict) -> int | None:
+    """Spark's figure of a state operator's size: RocksDB's SST files when RocksDB is the
+    backend, else the hashmap's current version (its memory also holds older versions)."""
+    custom = operator.get("customMetrics") or {}
+    for name in ("rocksdbSstFileSize", "stateOnCurrentVersionSizeBytes"):
+        if name in custom:
+            return int(custom[name])
+    return operator.get("memoryUsedBytes")
+
+
+@dataclass(frozen=True)
+class CheckpointStats:
+    """One checkpoint (one committed micro-batch).
+
+    ``duration_ms`` is the part of the batch that makes it durable: the state stores' commit
+    (``commit_ms``: Spark's ``commitTimeMs``, added up over the state store instances, that
+    is over the tasks that commit in parallel), writing the offsets to the write-ahead log
+    before the batch (``wal_ms``: ``durationMs.walCommit``) and the commit log after it
+    (``commit_log_ms``: ``durationMs.commitOffsets``).
+    """
+
+    batch_id: int
+    #: when the checkpoint completed (the batch's end), ISO 8601 in UTC
+    time: str
+    #: None where unknown: a batch committed before sparkstate recorded its figures
+    duration_ms: int | None = None
+    commit_ms: int | None = None
+    wal_ms: int | None = None
+    commit_log_ms: int | None = None
+    #: Spark's figure of the state's size and its entries (None: no state operator)
+    state_bytes: int | None = None
+    state_rows: int | None = None
+    #: bytes of the files this checkpoint's state version wrote
+    delta_bytes: int | None = None
+    #: bytes a restore of this checkpoint reads (latest snapshot + incremental files since)
+    full_bytes: int | None = None
+    #: "incremental", "incremental + snapshot", "full", or "-" (no state files found)
+    kind: str = "-"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CheckpointStats":
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})  # TypeError without batch_id and time
+
+
+# ------------------------------------------------------------------ the progress report
+
+
+def _iso(when: datetime) -> str:
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def timings(progress: dict) -> dict | None:
+    """The checkpoint figures in one of Spark's progress reports (``query.lastProgress``),
+    or None when the report is not of a committed batch (an idle trigger writes no commit)."""
+    durations = progress.get("durationMs") or {}
+    if "commitOffsets" not in durations or "batchId" not in progress:
+        return None
+    ops = progress.get("stateOperators") or []
+    commit = sum(int(op.get("commitTimeMs") or 0) for op in ops)
+    wal, log = int(durations.get("walCommit") or 0), int(durations["commitOffsets"])
+    sizes = [state_bytes(op) for op in ops]
+    started = datetime.strptime(progress["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    return {
+        "batch_id": int(progress["batchId"]),
+        "time": _iso(started + timedelta(milliseconds=int(durations.get("triggerExecution") or 0))),
+        "duration_ms": commit + wal + log,
+        "commit_ms": commit,
+        "wal_ms": wal,
+        "commit_log_ms": log,
+        "state_bytes": sum(sizes) if ops and None not in sizes else None,
+        "state_rows": sum(int(op.get("numRowsTotal") or 0) for op in ops) if ops else None,
+    }
+
+
+# ------------------------------------------------------------------ the state files
+
+
+@dataclass
+class _Version:
+    incremental: int = 0
+    snapshot: str | None = None  # the snapshot file's name
+    snapshot_size: int = 0
+
+
+class StateFiles:
+    """The state stores' files of a checkpoint directory, measured per version.
+
+    A snapshot zip's SST list is read once (snapshots do not change once written).
+    """
+
+    def __init__(self, store: Storage) -> None:
+        self.store = store
+        self._ssts: dict[str, dict[str, int]] = {}
+
+    def _store_dirs(self) -> list[tuple[str, ...]]:
+        """``state/<op>/<partition>`` and the named stores inside it (a join's four stores)."""
+        dirs = []
+        for op in self._subdirs("state"):
+            for part in self._subdirs("state", op):
+                base = ("state", op, part)
+                dirs.append(base)
+                dirs += [(*base, d) for d in self._subdirs(*base, digits=False)]
+        return dirs
+
+    def _subdirs(self, *parts: str, digits: bool = True) -> list[str]:
+        return [
+            e.name for e in self.store.list(*parts)
+            if e.is_dir and (e.name.isdigit() if digits else not e.name.startswith(("_", ".")) and e.name != "SSTs")
+        ]
+
+    @staticmethod
+    def _versions(entries: list[Entry]) -> dict[int, _Version]:
+        out: dict[int, _Version] = {}
+        for e in entries:
+            m = _VERSION_FILE.match(e.name)
+            if m is None or e.is_dir:
+                continue
+            v = out.setdefault(int(m.group(1)), _Version())
+            if m.group(2) in _INCREMENTAL:
+                v.incremental += e.size
+            else:
+                v.snapshot, v.snapshot_size = e.name, e.size
+        return out
+
+    def _sst_files(self, where: tuple[str, ...], zip_name: str) -> dict[str, int]:
+        """The SST files (name -> bytes) of a RocksDB snapshot, from its zip's ``metadata``."""
+        key = "/".join((*where, zip_name))
+        if key not in self._ssts:
+            try:
+                with zipfile.ZipFile(io.BytesIO(self.store.read_bytes(*where, zip_name))) as z:
+                    lines = z.read("metadata").decode().splitlines()
+                meta = json.loads(lines[1]) if len(lines) > 1 else {}
+                self._ssts[key] = {f["dfsSstFileName"]: int(f["sizeBytes"]) for f in meta.get("sstFiles", [])}
+            except (OSError, KeyError, ValueError, zipfile.BadZipFile):  # cleaned up meanwhile, or not ours to read
+                return {}
+        return self._ssts[key]
+
+    def _snapshot_bytes(self, where: tuple[str, ...], versions: dict[int, _Version], v: int) -> tuple[int, int]:
+        """``(written, total)`` bytes of version ``v``'s snapshot: a RocksDB zip's SST files are
+        written only when no earlier snapshot holds them, and all of them are read to restore."""
+        snap = versions[v]
+        if not snap.snapshot or not snap.snapshot.endswith(".zip"):
+            return snap.snapshot_size, snap.snapshot_size
+        ssts = self._sst_files(where, snap.snapshot)
+        earlier = [u for u in versions if u < v and versions[u].snapshot]
+        shared = self._sst_files(where, versions[max(earlier)].snapshot) if earlier else {}  # type: ignore[arg-type]
+        new = sum(size for name, size in ssts.items() if name not in shared)
+        return snap.snapshot_size + new, snap.snapshot_size + sum(ssts.values())
+
+    def measure(self, versions: list[int]) -> dict[int, tuple[int, int, str]]:
+        """``{version: (delta_bytes, full_bytes, kind)}`` over every state store."""
+        totals = {v: [0, 0, set()] for v in versions}
+        for where in self._store_dirs():
+            files = self._versions(self.store.list(*where))
+            for v in versions:
+                here = files.get(v)
+                if here is None:  # not written yet, or cleaned up
+                    continue
+                written = here.incremental
+                if here.snapshot:
+                    written += self._snapshot_bytes(where, files, v)[0]
+                    totals[v][2].add("snapshot")
+                if here.incremental:
+                    totals[v][2].add("incremental")
+                base = max((u for u in files if u <= v and files[u].snapshot), default=0)
+                full = self._snapshot_bytes(where, files, base)[1] if base else 0
+                totals[v][0] += written
+                totals[v][1] += full + sum(f.incremental for u, f in files.items() if base < u <= v)
+        return {v: (d, f, _kind(kinds)) for v, (d, f, kinds) in totals.items()}
+
+
+def _kind(kinds: set) -> str:
+    if "incremental" in kinds:
+        return "incremental + snapshot" if "snapshot" in kinds else "incremental"
+    return "full" if kinds else "-"
+
+
+# ------------------------------------------------------------------ the log
+
+
+class CheckpointLog:
+    """``<checkpoint>/sparkstate/checkpoints.jsonl``: the figures of the retained checkpoints."""
+
+    def __init__(self, store: Storage) -> None:
+        self.store = store
+
+    def load(self) -> dict[int, CheckpointStats]:
+        try:
+            text = self.store.read_text(OWN_DIR, LOG_FILE)
+        except FileNotFoundError:
+            return {}
+        out: dict[int, CheckpointStats] = {}
+        for line in text.splitlines():
+            try:
+                stats = CheckpointStats.from_dict(json.loads(line))
+            except (ValueError, TypeError):
+                continue  # a line from another version of sparkstate
+            out[stats.batch_id] = stats
+        return out
+
+    def save(self, entries: dict[int, CheckpointStats]) -> None:
+        lines = [entries[b].to_json() for b in sorted(entries)]
+        self.store.write_atomic(("\n".join(lines) + "\n").encode(), OWN_DIR, LOG_FILE)
+
+
+class CheckpointRecorder:
+    """Records each committed micro-batch's checkpoint figures as the driver sees its progress.
+
+    The log keeps the batches Spark retains (those in its commit log), so it stays as small
+    as ``retained``; a batch replayed after a failure replaces its entry.
+    """
+
+    def __init__(self, store: Storage) -> None:
+        self.files = StateFiles(store)
+        self.log = CheckpointLog(store)
+        self.entries = self.log.load()
+
+    def record(self, progress: dict) -> CheckpointStats | None:
+        """Measure and store the checkpoint of ``progress``'s batch (``OSError`` when the
+        checkpoint directory cannot be written)."""
+        base = timings(progress)
+        if base is None:
+            return None
+        version = base["batch_id"] + 1
+        delta, full, kind = self.files.measure([version])[version]
+        has_state = kind != "-"
+        stats = CheckpointStats(
+            **base, delta_bytes=delta if has_state else None, full_bytes=full if has_state else None, kind=kind
+        )
+        self.entries[stats.batch_id] = stats
+        oldest = committed_batches(self.files.store)[:1]
+        if oldest:
+            self.entries = {b: s for b, s in self.entries.items() if b >= oldest[0]}
+        self.log.save(self.entries)
+        return stats
+
+
+def retained_checkpoints(store: Storage) -> list[CheckpointStats]:
+    """The checkpoints Spark retains (its commit log), oldest first, with their recorded
+    figures, and delta and full sizes measured on the files now (a snapshot that Spark
+    uploaded after the batch counts). A batch without a record (written before sparkstate
+    recorded them) gets its commit file's time and no duration."""
+    batches = committed_batches(store)
+    recorded = CheckpointLog(store).load()
+    sizes = StateFiles(store).measure([b + 1 for b in batches])
+    commit_times = {e.name: e.mtime_ms for e in store.list("commits")}
+    out = []
+    for b in batches:
+        delta, full, kind = sizes[b + 1]
+        stats = recorded.get(b)
+        if stats is None:
+            stats = CheckpointStats(b, _iso(datetime.fromtimestamp(commit_times.get(str(b), 0) / 1000, timezone.utc)))
+        if kind != "-":  # the files are there: they are the truth
+            stats = CheckpointStats(**{**asdict(stats), "delta_bytes": delta, "full_bytes": full, "kind": kind})
+        out.append(stats)
+    return out
+
+
+def summary(stats: list[CheckpointStats]) -> dict[str, Any]:
+    """Mean and max duration, mean delta, the last full and state sizes, and the kinds."""
+    durations = [s.duration_ms for s in stats if s.duration_ms is not None]
+    deltas = [s.delta_bytes for s in stats if s.delta_bytes is not None]
+    last = stats[-1] if stats else None
+    return {
+        "checkpoints": len(stats),
+        "mean_duration_ms": sum(durations) / len(durations) if durations else None,
+        "max_duration_ms": max(durations) if durations else None,
+        "mean_delta_bytes": sum(deltas) / len(deltas) if deltas else None,
+        "last_full_bytes": last.full_bytes if last else None,
+        "last_state_bytes": last.state_bytes if last else None,
+        "kinds": sorted({s.kind for s in stats if s.kind != "-"}),
+    }
