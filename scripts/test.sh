@@ -8,4 +8,4 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # the database sink tests run a real PostgreSQL server (installed here when missing)
 bash scripts/postgres.sh install
-exec .venv/bin/python -m pytest tests -q "$@"
+exec .venv/bin/python -m pytest tests -q --durations=15 "$@"
