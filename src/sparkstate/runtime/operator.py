@@ -188,9 +188,7 @@ class KeyedOperator:
     def _record_for(self, key: Any, event: Any) -> dict:
         """The record of a key not touched yet in this batch (loaded, pruned, remembered)."""
         if key is None or (type(key) is tuple and None in key):
-            raise KeyColumnError(
-                f"{self.name}: event {_short.repr(event)} has no value for key column(s) {self.key_columns}"
-            )
+            raise self.null_key(event)
         rec = self._load(key)
         if rec:
             # state a newer version of the function no longer declares is dropped when its
@@ -215,7 +213,7 @@ class KeyedOperator:
             try:
                 key = key_of(ev)
             except (KeyError, TypeError, IndexError) as exc:
-                raise KeyColumnError(f"{self.name}: event {_short.repr(ev)} has no key column {self.key_columns}") from exc
+                raise self.no_key_column(ev) from exc
             rec = touched.get(key)
             if rec is None:
                 rec = self._record_for(key, ev)
@@ -332,6 +330,14 @@ class KeyedOperator:
                     "(MAX_WATERMARK) is reached: stop re-arming when current_watermark() == MAX_WATERMARK"
                 )
         return out
+
+    def no_key_column(self, event: Any) -> KeyColumnError:
+        """The error for an event that lacks a key column."""
+        return KeyColumnError(f"{self.name}: event {_short.repr(event)} has no key column {self.key_columns}")
+
+    def null_key(self, event: Any) -> KeyColumnError:
+        """The error for an event whose key column is null."""
+        return KeyColumnError(f"{self.name}: event {_short.repr(event)} has no value for key column(s) {self.key_columns}")
 
     def _single_row(self, phase: str, result: Any) -> ProcessFunctionError:
         return ProcessFunctionError(

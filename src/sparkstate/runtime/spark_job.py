@@ -273,14 +273,14 @@ def run_job(
     # declared state, from a copy: the job's function object stays unopened for Spark to ship
     descriptors = KeyedOperator(copy.deepcopy(job.function), job.key_columns).open()  # type: ignore[arg-type]
     result = RunResult(job=job.name, checkpoint_dir=checkpoint_dir)
+    chosen = plan(job)
     # an unreachable database or a table that does not fit stops the job here, before Spark starts
-    job = open_database_sinks(job, checkpoint_dir, native=plan(job).path == NATIVE)
+    job = open_database_sinks(job, checkpoint_dir, native=chosen.path == NATIVE)
 
     spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
     spec = _operator_spec(job)
     partitions = job.settings.parallelism or int(spark.sparkContext.defaultParallelism)
     settings = {"parallelism": partitions}
-    chosen = plan(job)
     result.plan = chosen.path
     meta = ckpt.job_metadata(job, spec, descriptors, settings)
     result.warnings = ckpt.check_or_write(store, meta)

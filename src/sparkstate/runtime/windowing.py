@@ -37,8 +37,8 @@ from sparkstate.api.agg import BuiltinAggregates
 from sparkstate.api.functions import MIN_WATERMARK, KeyedProcessFunction, OutputTag, TimeDomain
 from sparkstate.api.state import TIMERS_FIELD, AggregateFunction, MapStateDescriptor
 from sparkstate.api.windows import ProcessWindowFunction, TimeWindow, WindowAssigner, WindowContext
+from sparkstate.errors import CheckpointMismatchError, ProcessFunctionError, SparkStateError
 from sparkstate.runtime.packing import EventColumns
-from sparkstate.errors import CheckpointMismatchError, KeyColumnError, ProcessFunctionError, SparkStateError
 
 WINDOWS_STATE = "windows"
 WINDOW_START = "window_start"
@@ -234,15 +234,14 @@ class WindowOperator(KeyedProcessFunction):
         """
         cols = self.key_columns
         add = self._add
+        if isinstance(events, EventColumns) and op.timestamp_assigner is not None:
+            events = list(events)  # the assigner reads each event as a dict: make them once
         if isinstance(events, EventColumns):
             keycols = [events.column(c) for c in cols]
             if any(c is None for c in keycols):
-                raise KeyColumnError(f"{op.name}: event {events.row(0)!r:.200} has no key column {list(cols)}")
+                raise op.no_key_column(events.row(0))
             keys: Any = keycols[0] if len(cols) == 1 else list(zip(*keycols))
-            if op.timestamp_assigner is None and op.timestamp_column:
-                times: Any = events.column(op.timestamp_column) or repeat(None)
-            else:
-                times = list(map(op._ts_of, events)) if op._ts_of is not None else repeat(None)
+            times: Any = (events.column(op.timestamp_column) if op.timestamp_column else None) or repeat(None)
             inputs = [events.column(c) for c in self.function.input_columns] if self._column_add else None
             if inputs is not None and all(c is not None for c in inputs):
                 values: Any = zip(*inputs) if inputs else repeat(())
@@ -256,7 +255,7 @@ class WindowOperator(KeyedProcessFunction):
                 keys = list(map(op._key_of, evs))
             except (KeyError, TypeError, IndexError) as exc:
                 bad = next(ev for ev in evs if not _has_key(op._key_of, ev))
-                raise KeyColumnError(f"{op.name}: event {bad!r:.200} has no key column {list(cols)}") from exc
+                raise op.no_key_column(bad) from exc
             times = list(map(op._ts_of, evs)) if op._ts_of is not None else repeat(None)
             values = evs
             event_at = evs.__getitem__
@@ -265,7 +264,7 @@ class WindowOperator(KeyedProcessFunction):
         missing = None in keys if len(cols) == 1 else any(None in k for k in keys)
         if missing:
             i = next(i for i, k in enumerate(keys) if k is None or (type(k) is tuple and None in k))
-            raise KeyColumnError(f"{op.name}: event {event_at(i)!r:.200} has no value for key column(s) {list(cols)}")
+            raise op.null_key(event_at(i))
         return keys, times, values, event_at, add
 
     def _pane(self, op: Any, w: tuple[int, int], watermark: int, now: int) -> dict | None:
@@ -421,7 +420,6 @@ def _append(ev: dict, acc: list) -> list:
 
 def _nothing() -> None:
     return None
-
 
 
 def _has_key(key_of: Callable[[dict], Any], ev: Any) -> bool:
