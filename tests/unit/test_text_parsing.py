@@ -40,12 +40,12 @@ def test_json_lines_become_typed_events_in_line_order():
     ('{"v": 1.0}', "key column 'k' is missing"),
     ('{"k": null, "v": 1.0}', "key column 'k' is null"),
     ('{"k": 7}', "column 'k' (string): expected a string, got number 7"),
-    ('{"k": "a", "v": "abc"}', "column 'v' (double): expected a number, got string 'abc'"),
-    ('{"k": "a", "v": true}', "column 'v' (double): expected a number, got boolean True"),
+    ('{"k": "a", "v": "abc"}', "column 'v' (double): expected a number, got string \"abc\""),
+    ('{"k": "a", "v": true}', "column 'v' (double): expected a number, got boolean true"),
     ('{"k": "a", "n": 1.5}', "column 'n' (bigint): expected an integer, got number 1.5"),
     ('{"k": "a", "n": 9223372036854775808}', "column 'n' (bigint): out of range for bigint, got number 9223372036854775808"),
-    ('{"k": "a", "ok": "yes"}', "column 'ok' (boolean): expected true or false, got string 'yes'"),
-    ('{"k": "a", "ts": "yesterday"}', "column 'ts' (timestamp): expected epoch milliseconds or ISO 8601 text, got string 'yesterday'"),
+    ('{"k": "a", "ok": "yes"}', "column 'ok' (boolean): expected true or false, got string \"yes\""),
+    ('{"k": "a", "ts": "yesterday"}', "column 'ts' (timestamp): expected epoch milliseconds or ISO 8601 text, got string \"yesterday\""),
 ])
 def test_a_json_line_that_is_not_an_event_is_a_dead_letter_with_the_reason(line, reason):
     events, dead = parse(['{"k": "a", "v": 1.0}', line, '{"k": "b", "v": 2.0}'])
@@ -89,8 +89,8 @@ def test_other_types_go_through_arrow():
     )
     assert [(str(e["d"]), str(e["amount"]), e["tags"]) for e in events] == [("2025-01-02", "12.30", ["x"])]
     assert [d["reason"] for d in dead] == [
-        "column 'd' (date): expected an ISO 8601 date (YYYY-MM-DD), got string '2 Jan'",
-        "column 'tags' (array<string>): expected a JSON array, got string 'x'",
+        "column 'd' (date): expected an ISO 8601 date (YYYY-MM-DD), got string \"2 Jan\"",
+        "column 'tags' (array<string>): expected a JSON array, got string \"x\"",
     ]
 
 

@@ -58,6 +58,12 @@ def _json_type(value: Any) -> str:
     )
 
 
+def _json_text(value: Any, limit: int = 60) -> str:
+    """A decoded JSON value as the sender wrote it (shortened)."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _epoch_micros(value: dt.datetime) -> int:
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt.timezone.utc)
@@ -167,7 +173,7 @@ class LineParser:
         parser = LineParser("k string, v double", key_columns=["k"])
         events, dead = parser.parse(['{"k": "a", "v": 1}', '{"k": "a", "v": "x"}'])
         # events: one row (a, 1.0); dead: [{"raw": '{"k": "a", "v": "x"}',
-        #                                  "reason": "column 'v' (double): expected a number, got string 'x'"}]
+        #     "reason": 'column \'v\' (double): expected a number, got string "x"'}]
     """
 
     def __init__(
@@ -228,7 +234,7 @@ class LineParser:
             try:
                 values.append(convert(value))
             except Rejected as exc:
-                got = _short.repr(value) if self.format == "csv" else f"{_json_type(value)} {_short.repr(value)}"
+                got = _short.repr(value) if self.format == "csv" else f"{_json_type(value)} {_json_text(value)}"
                 raise Rejected(f"column {name!r} ({ddl_type}): {exc}, got {got}") from None
         return values
 
