@@ -285,7 +285,7 @@ def run_job(
         while True:
             entries = _progress_dicts(query)
             for p in entries:
-                if p["batchId"] > seen:
+                if p["batchId"] > seen and _ran(p):
                     seen = p["batchId"]
                     _account(result, p, batch_events(job.source_spec, p))
                     if on_progress is not None:
@@ -313,6 +313,13 @@ def run_job(
         except Exception:
             pass
     return result
+
+
+def _ran(progress: dict) -> bool:
+    """Whether a progress report is of a micro-batch that ran. A trigger that found no new
+    input reports the *next* batch id without running it; counting it would hide the real
+    batch of that id (its events and side outputs) when it comes."""
+    return "addBatch" in (progress.get("durationMs") or {})
 
 
 def _account(result: RunResult, p: dict, events: int) -> None:
