@@ -47,3 +47,16 @@ def test_generator_settings_from_the_command_line():
     assert bad.exit_code == 1 and "'many' is not a valid int" in bad.output
     bad = CliRunner().invoke(main, ["run", "sessions", "--set", "colour=red"])
     assert bad.exit_code == 1 and "NAME one of" in bad.output
+
+
+def test_source_guarantee_in_explain_and_generator_options_refused_with_another_source():
+    result = CliRunner().invoke(main, ["explain", "running-sum", "--source", "socket://localhost:9000"], terminal_width=200)
+    assert result.exit_code == 0
+    assert "socket localhost:9000 (at-most-once: lines sent while the job is down are lost)" in result.output
+    assert "dead_letters -> checkpoint side-outputs/dead_letters" in result.output
+    result = CliRunner().invoke(main, ["explain", "running-sum", "--events", "10"], terminal_width=200)
+    assert "(exactly-once: replayable)" in result.output
+    bad = CliRunner().invoke(main, ["run", "running-sum", "--source", "socket://localhost:9000", "--merchants", "5", "--events", "9"])
+    assert bad.exit_code == 1 and "--events, --merchants: generator options do not apply" in " ".join(bad.output.split())
+    bad = CliRunner().invoke(main, ["run", "running-sum", "--source", "socket://localhost"])
+    assert bad.exit_code == 1 and "expected socket://HOST:PORT" in bad.output
