@@ -2,11 +2,13 @@
 
     sparkstate jobs
     sparkstate run running-sum --events 3000000 --merchants 100000
+    sparkstate run running-sum --source socket://localhost:9000 --sink console
 
-A run prints a line per micro-batch and a summary at the end. Its checkpoint, output and
-Spark log live under ``.sparkstate/JOB/`` unless told otherwise; running the same command
-again resumes from the checkpoint. ``sparkstate checkpoints JOB`` lists the checkpoints it
-retains, with their duration and sizes.
+A run prints its source's delivery guarantee, a line per micro-batch and a summary at the
+end. Its checkpoint, output and Spark log live under ``.sparkstate/JOB/`` (with another
+source: ``.sparkstate/JOB-socket/``, ``.sparkstate/JOB-files/``) unless told otherwise;
+running the same command again resumes from the checkpoint. ``sparkstate checkpoints JOB``
+lists the checkpoints it retains, with their duration and sizes.
 """
 
 from __future__ import annotations
@@ -42,21 +44,27 @@ def list_jobs() -> None:
     table.add_column("job", style="bold")
     table.add_column("seed")
     table.add_column("what it does")
+    table.add_column("source")
     for job in JOBS.values():
-        table.add_row(job.name, job.seed, job.description)
+        gen = job.generator
+        table.add_row(job.name, job.seed, job.description, f"{gen.__name__} ({gen.guarantee})")
     console.print(table)
+    console.print("Any job also reads JSON lines from a socket or files: `sparkstate run JOB --source socket://localhost:9000`.")
 
 
 @main.command("explain")
 @click.argument("job_name", metavar="JOB")
 @click.option("--events", type=click.IntRange(min=0), default=1_000_000, show_default=True, help="Events to generate.")
-def explain_job(job_name: str, events: int) -> None:
-    """Show how a job runs: source, key, window, output, and the path the planner picks."""
+@click.option("--source", "source_spec", metavar="URL", help="As for `run`: socket://HOST:PORT or file:DIRECTORY.")
+def explain_job(job_name: str, events: int, source_spec: str | None) -> None:
+    """Show how a job runs: source (and its guarantee), key, window, output, and the path the planner picks."""
     from sparkstate.jobs import get_job
     from sparkstate.runtime.planner import explain
 
     try:
-        console.print(explain(get_job(job_name).job(events=events)), soft_wrap=True)
+        seed_job = get_job(job_name)
+        job = seed_job.on_source(seed_job.text_source(source_spec)) if source_spec else seed_job.job(events=events)
+        console.print(explain(job), soft_wrap=True)
     except SparkStateError as exc:
         errors.print(f"[red]error:[/] {exc}", soft_wrap=True)
         sys.exit(1)
@@ -69,6 +77,10 @@ def explain_job(job_name: str, events: int) -> None:
 @click.option("--merchants", type=click.IntRange(min=1), help="Distinct merchants (default: the job's).")
 @click.option("--payers", type=click.IntRange(min=1), help="Distinct payers (default: the job's).")
 @click.option("--seed", type=int, help="Generator seed (the same seed replays the same events).")
+@click.option("--source", "source_spec", metavar="URL",
+              help="Read events as JSON lines from socket://HOST:PORT (at-most-once; e.g. `nc -lk 9000`) or from the "
+              "files of file:DIRECTORY (exactly-once), with the generator's columns; ?format=csv for CSV lines "
+              "[the job's generator].")
 @click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
               help="Any other generator setting, e.g. --set users=50000 (repeatable; see the job's generator).")
 @click.option("--max-batch", type=click.IntRange(min=1), default=1_000_000, show_default=True, help="Most events per micro-batch.")
@@ -91,13 +103,16 @@ def explain_job(job_name: str, events: int) -> None:
 @click.option("--timeout", type=float, help="Stop after this many seconds (the next run resumes).")
 @click.option("--fresh", is_flag=True, help="Delete the job's checkpoint and output first.")
 @click.option("--quiet", is_flag=True, help="No per-batch progress lines.")
+@click.pass_context
 def run(
+    ctx: click.Context,
     job_name: str,
     events: int,
     rate: float | None,
     merchants: int | None,
     payers: int | None,
     seed: int | None,
+    source_spec: str | None,
     settings: tuple[str, ...],
     max_batch: int,
     checkpoint_dir: str | None,
@@ -113,9 +128,10 @@ def run(
     fresh: bool,
     quiet: bool,
 ) -> None:
-    """Run a seed job on its generator (see `sparkstate jobs`)."""
+    """Run a seed job on its generator, or on lines from a socket or files (see `sparkstate jobs`)."""
     from sparkstate.connectors import database
-    from sparkstate.connectors.sinks import DatabaseSink, ParquetSink, parse_sink
+    from sparkstate.connectors.sinks import ConsoleSink, DatabaseSink, ParquetSink, parse_sink
+    from sparkstate.connectors.sources import describe_guarantee
     from sparkstate.jobs import get_job
     from sparkstate.metrics.memory import PeakMemory
     from sparkstate.metrics.progress import ProgressPrinter, print_summary
@@ -123,18 +139,26 @@ def run(
 
     try:
         seed_job = get_job(job_name)
-        home = Path(".sparkstate") / job_name
-        ckpt = checkpoint_dir or str(home / "checkpoint")
-        sink = parse_sink(sink_spec) if sink_spec else ParquetSink(str(home / "output"))
-        job = (
-            seed_job.job(
+        if source_spec:
+            _refuse_generator_options(ctx, source_spec)
+            job = seed_job.on_source(seed_job.text_source(source_spec))
+        else:
+            job = seed_job.job(
                 events=events, rate=rate, merchants=merchants, payers=payers, seed=seed, max_batch=max_batch,
                 **_generator_settings(seed_job.generator, settings),
             )
+        # another source, another checkpoint: a checkpoint's offsets belong to its source
+        home = Path(".sparkstate") / (job_name if not source_spec else f"{job_name}-{job.source_spec.name}")
+        ckpt = checkpoint_dir or str(home / "checkpoint")
+        sink = parse_sink(sink_spec) if sink_spec else ParquetSink(str(home / "output"))
+        job = (
+            job
             .sink(sink)
             .with_settings(parallelism=partitions, key_groups=key_groups, window_path=window_path)
             .with_checkpointing(state_backend=state_backend, interval=trigger, retained=retained, incremental=incremental)
         )
+        if source_spec and isinstance(sink, ConsoleSink):
+            job = job.dead_letters(sink)  # a line that is not an event shows beside the rows, with its reason
         if fresh:
             open_storage(ckpt).delete()
             if isinstance(sink, ParquetSink):
@@ -143,9 +167,12 @@ def run(
             for db_sink, _ in database.job_database_sinks(database.bind_job_sinks(job)):
                 database.reset(db_sink)
         console.print(f"[bold]{job.name}[/]: {seed_job.description}")
-        console.print(f"source: {job.source_spec.describe()}; sink: {sink.describe()}; checkpoint: {ckpt}")
+        console.print(f"source: {job.source_spec.describe()} ({describe_guarantee(job.source_spec)})")
+        console.print(f"sink: {sink.describe()}; checkpoint: {ckpt}")
+        if not job.source_spec.bounded:
+            console.print("the source has no end: Ctrl-C (or --timeout) stops the run, and the next run resumes")
         console.print("starting Spark (the first batch includes Spark's start-up)...")
-        printer = None if quiet else ProgressPrinter(console, total_events=events)
+        printer = None if quiet else ProgressPrinter(console, total_events=None if source_spec else events)
         with PeakMemory() as memory:
             result = job.run(checkpoint_dir=ckpt, on_progress=printer, timeout=timeout, log_file=home / "spark.log")
         result.peak_memory_bytes = memory.peak_bytes
@@ -161,6 +188,26 @@ def run(
     except SparkStateError as exc:
         errors.print(f"[red]error:[/] {exc}", soft_wrap=True)
         sys.exit(1)
+
+
+_GENERATOR_OPTIONS = ("events", "rate", "merchants", "payers", "seed", "settings", "max_batch")
+
+
+def _refuse_generator_options(ctx: click.Context, source_spec: str) -> None:
+    """Generator options shape generated events; with --source there are none to shape."""
+    from click.core import ParameterSource
+
+    from sparkstate.errors import JobDefinitionError
+
+    given = [
+        "--" + ("set" if name == "settings" else name.replace("_", "-")) for name in _GENERATOR_OPTIONS
+        if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
+    ]
+    if given:
+        raise JobDefinitionError(
+            f"{', '.join(given)}: generator options do not apply with --source {source_spec}, "
+            "which reads the events it is sent"
+        )
 
 
 @main.command("checkpoints")

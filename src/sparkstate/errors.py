@@ -62,3 +62,7 @@ class CheckpointStorageError(JobFailedError):
 class SinkError(SparkStateError):
     """A sink cannot take the output: its database is unreachable, its table does not fit
     the job's rows, or it refused a batch. Nothing of the failing batch was committed."""
+
+
+class SourceError(SparkStateError):
+    """A source cannot deliver: the server it reads from is unreachable."""

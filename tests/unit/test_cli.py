@@ -90,3 +90,16 @@ def test_checkpoints_of_a_missing_directory_is_an_error(tmp_path):
     (tmp_path / "empty" / "offsets").mkdir()
     result = CliRunner().invoke(main, ["checkpoints", "running-sum", "--checkpoint", str(tmp_path / "empty")])
     assert result.exit_code == 1 and "holds no committed checkpoint" in result.output
+
+
+def test_source_guarantee_in_explain_and_generator_options_refused_with_another_source():
+    result = CliRunner().invoke(main, ["explain", "running-sum", "--source", "socket://localhost:9000"], terminal_width=200)
+    assert result.exit_code == 0
+    assert "socket localhost:9000 (at-most-once: lines sent while the job is down are lost)" in result.output
+    assert "dead_letters -> checkpoint side-outputs/dead_letters" in result.output
+    result = CliRunner().invoke(main, ["explain", "running-sum", "--events", "10"], terminal_width=200)
+    assert "(exactly-once: replayable)" in result.output
+    bad = CliRunner().invoke(main, ["run", "running-sum", "--source", "socket://localhost:9000", "--merchants", "5", "--events", "9"])
+    assert bad.exit_code == 1 and "--events, --merchants: generator options do not apply" in " ".join(bad.output.split())
+    bad = CliRunner().invoke(main, ["run", "running-sum", "--source", "socket://localhost"])
+    assert bad.exit_code == 1 and "expected socket://HOST:PORT" in bad.output

@@ -196,8 +196,9 @@ class Job:
         return self._with_side_sink(LATE_DATA_NAME, sink)
 
     def dead_letters(self, sink: Any) -> "Job":
-        """Send events that cannot be processed (no or unreadable event time) to ``sink``
-        with the reason (by default: the checkpoint directory's ``side-outputs/dead_letters``)."""
+        """Send records that cannot be processed (no or unreadable event time; text lines that
+        are not events of the source's schema) to ``sink`` with the reason (by default: the
+        checkpoint directory's ``side-outputs/dead_letters``)."""
         return self._with_side_sink(DEAD_LETTERS.name, sink)
 
     def side_output(self, tag: OutputTag, sink: Any) -> "Job":
@@ -307,7 +308,8 @@ class Job:
     def side_output_names(self) -> tuple[str, ...]:
         """Every side output this job can produce."""
         names = [t.name for t in self.side_tags]
-        if self.watermark is not None:
+        # events without a usable event time, and text lines that are not events, are dead letters
+        if self.watermark is not None or getattr(self.source_spec, "rejects_malformed", False):
             names.append(DEAD_LETTERS.name)
         if self.window_assigner is not None and self.window_assigner.time == "event":
             names.append(LATE_DATA_NAME)

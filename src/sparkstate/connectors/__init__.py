@@ -11,12 +11,13 @@ from sparkstate.connectors.sinks import (
     SqliteSink,
     parse_sink,
 )
-from sparkstate.connectors.sources import DataFrameSource, ListSource
+from sparkstate.connectors.sources import DataFrameSource, FileSource, ListSource, SocketSource
 
 __all__ = [
     "ClickEvents",
     "ConsoleSink",
     "DataFrameSource",
+    "FileSource",
     "ForeachBatchSink",
     "Generator",
     "ListSource",
@@ -24,6 +25,7 @@ __all__ = [
     "NoopSink",
     "ParquetSink",
     "PostgresSink",
+    "SocketSource",
     "SqliteSink",
     "TaxiRides",
     "UpiPayments",

@@ -18,6 +18,8 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
+from sparkstate.connectors.sources import EXACTLY_ONCE
+
 CHUNK = 1 << 16
 DEVICES = ("android", "ios", "web")
 _DEVICE_P = (0.62, 0.28, 0.10)
@@ -72,6 +74,9 @@ class Generator:
     title: ClassVar[str]
     #: fields that must be >= 1
     _positive: ClassVar[tuple[str, ...]] = ()
+    #: the same offsets give the same events, so a failed batch is read again exactly
+    guarantee: ClassVar[str] = EXACTLY_ONCE
+    guarantee_why: ClassVar[str] = "replayable"
 
     def __post_init__(self) -> None:
         from sparkstate.errors import JobDefinitionError

@@ -1,17 +1,39 @@
 """Source specs: what a job reads. The Spark binding lives in ``sparkstate.runtime.spark_sources``.
 
-* :class:`~sparkstate.connectors.generator.UpiPayments` - the built-in replayable generator.
+* :class:`~sparkstate.connectors.generator.UpiPayments` (and the other generators) - built-in,
+  replayable.
 * :class:`ListSource` - fixed micro-batches of dicts, one per trigger (tests, examples).
-* :class:`DataFrameSource` - any Spark streaming DataFrame (files, rate, Kafka...).
+* :class:`FileSource` - JSON or CSV lines in the files of a directory, read as files appear.
+* :class:`SocketSource` - JSON or CSV lines from a TCP server (``nc -lk 9000``).
+* :class:`DataFrameSource` - any Spark streaming DataFrame (rate, Kafka...).
+
+Every spec states its delivery ``guarantee``, the end-to-end effect with a sink that commits
+per micro-batch (Parquet, memory, PostgreSQL, SQLite): a *replayable* source reads a batch
+that failed again from the same offsets, so each event changes state and output exactly once;
+a source that cannot replay loses what it had handed to a failed batch or what arrived while
+the job was down, so each event counts at most once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
+from urllib.parse import parse_qs, urlsplit
 
 from sparkstate.api.schema import Schema
 from sparkstate.errors import JobDefinitionError
+
+EXACTLY_ONCE = "exactly-once"
+AT_MOST_ONCE = "at-most-once"
+#: a Spark streaming DataFrame: replayable Spark sources (files, Kafka) give exactly-once
+AS_ITS_SOURCE = "as its source gives"
+
+
+def describe_guarantee(source: Any) -> str:
+    """A source's guarantee and why, e.g. ``exactly-once: replayable``."""
+    guarantee = getattr(source, "guarantee", AS_ITS_SOURCE)
+    why = getattr(source, "guarantee_why", "")
+    return f"{guarantee}: {why}" if why else guarantee
 
 
 def _millis(value: Any) -> int | None:
@@ -63,6 +85,8 @@ class ListSource:
 
     schema_ddl = property(lambda self: self.schema)
     bounded = True
+    guarantee: ClassVar[str] = EXACTLY_ONCE
+    guarantee_why: ClassVar[str] = "replayable"
 
     @property
     def has_end_marker(self) -> bool:
@@ -120,6 +144,8 @@ class DataFrameSource:
     bounded: bool = field(default=False, init=False)
     has_end_marker: bool = field(default=False, init=False)
     schema_ddl: Any = field(default=None, init=False)
+    guarantee: ClassVar[str] = AS_ITS_SOURCE
+    guarantee_why: ClassVar[str] = "replayable Spark sources (files, Kafka) give exactly-once"
 
     def end_offset(self, marker: bool = True) -> None:
         """Unbounded: a run of this source ends by ``timeout``, ``until`` or Ctrl-C."""
@@ -136,3 +162,136 @@ class DataFrameSource:
     def describe(self) -> str:
         return "Spark streaming DataFrame"
 
+
+class TextLines:
+    """What the text sources share: lines parsed into events of ``schema`` by ``format``
+    (``sparkstate.connectors.text``), the ones that are not events going to the job's
+    ``dead_letters`` side output with the reason. Unbounded: a run ends by ``timeout``,
+    ``until`` or Ctrl-C."""
+
+    schema: str
+    format: str
+    time_column: str | None
+
+    bounded: ClassVar[bool] = False
+    has_end_marker: ClassVar[bool] = False
+    #: lines that are not events of the schema become dead letters (so every job reading
+    #: such a source has the ``dead_letters`` side output)
+    rejects_malformed: ClassVar[bool] = True
+    schema_ddl = property(lambda self: self.schema)
+
+    def _check(self) -> None:
+        from sparkstate.connectors.text import FORMATS
+
+        if self.format not in FORMATS:
+            raise JobDefinitionError(f"{type(self).__name__}: format must be one of {', '.join(FORMATS)}, got {self.format!r}")
+        parsed = Schema.of(self.schema)
+        if self.time_column is not None and self.time_column not in parsed.names:
+            raise JobDefinitionError(
+                f"{type(self).__name__}: time_column {self.time_column!r} is not in the schema ({self.schema})"
+            )
+
+    def end_offset(self, marker: bool = True) -> None:
+        """Unbounded: there is no offset at which a run is done."""
+        return None
+
+    def parser(self, key_columns: tuple[str, ...], time_column: str | None) -> Any:
+        """The :class:`~sparkstate.connectors.text.LineParser` of a job keyed by ``key_columns``
+        (and with event time in ``time_column``, which then must be there too)."""
+        from sparkstate.connectors.text import LineParser
+
+        return LineParser(self.schema, self.format, key_columns, time_column)
+
+
+@dataclass(frozen=True)
+class SocketSource(TextLines):
+    """Lines from a TCP server, each one event as JSON (or CSV) with the columns of ``schema``.
+
+    For demos and tests (``nc -lk 9000``): the lines live only in the driver's memory until the
+    micro-batch that read them commits, and nothing can send them again, so the guarantee is
+    **at-most-once**: lines sent while the job is down, and those of a micro-batch that failed,
+    are lost. A restarted job resumes its checkpoint (state, watermark) on a new connection.
+    Use a replayable source (files, a generator) where every event must count.
+
+    Example::
+
+        SocketSource("localhost", 9000, "event_time timestamp, merchant_id string, amount double")
+    """
+
+    host: str
+    port: int
+    schema: str
+    format: str = "json"
+    time_column: str | None = None
+    name: str = "socket"
+
+    guarantee: ClassVar[str] = AT_MOST_ONCE
+    guarantee_why: ClassVar[str] = "lines sent while the job is down are lost"
+
+    def __post_init__(self) -> None:
+        if not self.host:
+            raise JobDefinitionError("SocketSource needs a host")
+        if not isinstance(self.port, int) or not 0 < self.port < 65536:
+            raise JobDefinitionError(f"SocketSource: port must be 1-65535, got {self.port!r}")
+        self._check()
+
+    def describe(self) -> str:
+        return f"socket {self.host}:{self.port}" + (f" ({self.format} lines)" if self.format != "json" else "")
+
+
+@dataclass(frozen=True)
+class FileSource(TextLines):
+    """The lines of the files in directory ``path``, each one event as JSON (or CSV), files read
+    as they appear (oldest first), at most ``max_files_per_trigger`` per micro-batch.
+
+    Spark's file stream source logs the files of every micro-batch in the checkpoint, so a
+    batch that failed reads the same files again: **exactly-once**, provided a file is complete
+    when it appears (write it elsewhere and move it in) and is never changed afterwards.
+
+    Example::
+
+        FileSource("in/payments", "event_time timestamp, merchant_id string, amount double")
+    """
+
+    path: str
+    schema: str
+    format: str = "json"
+    time_column: str | None = None
+    max_files_per_trigger: int | None = None
+    name: str = "files"
+
+    guarantee: ClassVar[str] = EXACTLY_ONCE
+    guarantee_why: ClassVar[str] = "replayable"
+
+    def __post_init__(self) -> None:
+        if not self.path:
+            raise JobDefinitionError("FileSource needs a directory path")
+        if self.max_files_per_trigger is not None and self.max_files_per_trigger < 1:
+            raise JobDefinitionError(f"FileSource: max_files_per_trigger must be >= 1, got {self.max_files_per_trigger}")
+        self._check()
+
+    def describe(self) -> str:
+        return f"files {self.path} ({self.format} lines)"
+
+
+def parse_source(spec: str, schema: str, time_column: str | None = None) -> Any:
+    """A text source from a CLI string, reading events of ``schema``: ``socket://HOST:PORT``
+    or ``file:DIRECTORY``, each with ``?format=csv`` for CSV lines (default JSON)."""
+    base, _, query = spec.partition("?")
+    options = {k: v[-1] for k, v in parse_qs(query).items()}
+    fmt = options.pop("format", "json")
+    if options:
+        raise JobDefinitionError(f"source {spec!r}: unknown option(s) {', '.join(sorted(options))}; only format=json|csv")
+    if base.startswith("socket://"):
+        url = urlsplit(base)
+        try:
+            port = url.port
+        except ValueError:
+            port = None
+        if not url.hostname or port is None or url.path not in ("", "/"):
+            raise JobDefinitionError(f"source {spec!r}: expected socket://HOST:PORT, e.g. socket://localhost:9000")
+        return SocketSource(url.hostname, port, schema, format=fmt, time_column=time_column)
+    for prefix in ("file://", "file:"):
+        if base.startswith(prefix) and len(base) > len(prefix):
+            return FileSource(base[len(prefix):], schema, format=fmt, time_column=time_column)
+    raise JobDefinitionError(f"unknown source {spec!r}; use socket://HOST:PORT or file:DIRECTORY (each with ?format=csv for CSV)")

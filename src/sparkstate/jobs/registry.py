@@ -39,6 +39,19 @@ class SeedJob:
             )
         return self.build(self.generator(**settings))
 
+    def on_source(self, source: Any) -> Job:
+        """The job reading ``source`` instead of its generator; the events must have the
+        generator's columns, and keep its watermark strategy."""
+        job = self.job()
+        return job.source(source, watermark=job.watermark)
+
+    def text_source(self, spec: str) -> Any:
+        """A text source from a CLI string (``socket://HOST:PORT``, ``file:DIRECTORY``) that reads
+        events with the columns and event-time column of the job's generator."""
+        from sparkstate.connectors.sources import parse_source
+
+        return parse_source(spec, self.generator.schema_ddl, self.generator.time_column)
+
 
 _MODULES = [
     "running_sum",

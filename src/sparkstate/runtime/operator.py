@@ -176,7 +176,14 @@ class KeyedOperator:
         return touched
 
     def run_batch(self, events: Iterable[dict], due_candidates: Iterable[tuple[Any, dict]] = ()) -> list:
-        """Steps 1-3 of the module docs for one key group; returns the emitted rows."""
+        """Steps 1-3 of the module docs for one key group; returns the emitted rows.
+
+        Records the source could not read (``events.dead_letters``, see ``packing``) go to the
+        dead-letter output first: they reach no key, so no step sees them.
+        """
+        rejected = getattr(events, "dead_letters", None)
+        if rejected:
+            self.scope.side.extend((DEAD_LETTERS.name, row) for row in rejected)
         if self._run_key_group is not None:  # a built-in function that runs a whole group at once
             return self._run_key_group(self, events, due_candidates)
         out = self.fire_due(due_candidates)

@@ -13,6 +13,12 @@ The key group of a key is ``hash(key) mod key_groups`` with pandas' stable ``has
 (SipHash for strings), computed here in Python so that the harness and the savepoint tools
 compute the same groups without Spark. Timestamp columns become epoch milliseconds (ints) on
 the way, the convention of the API.
+
+Text sources (socket, files) are parsed in the same ``mapInArrow`` step. The lines that are
+not events travel as *dead-letter rows*: packed rows of key group 0 without event time whose
+blob holds ``(raw, reason)`` rows (marked in its schema metadata) instead of events. They
+change no key's state and no watermark; :func:`unpack_events` hands them to the operator
+beside the events, and the operator emits them to the ``dead_letters`` side output.
 """
 
 from __future__ import annotations
@@ -36,6 +42,10 @@ PACKED_ARROW_SCHEMA = pa.schema(
         ("blob", pa.binary()),
     ]
 )
+
+#: Schema metadata that marks a packed blob of dead letters (``raw, reason``), not events.
+DEAD_LETTER_METADATA = {b"sparkstate": b"dead_letters"}
+DEAD_LETTER_ARROW_SCHEMA = pa.schema([("raw", pa.string()), ("reason", pa.string())], metadata=DEAD_LETTER_METADATA)
 
 #: Event time of the row a bounded source appends after its last event. It lifts Spark's
 #: watermark to (about) the maximum, which fires every pending event-time timer, as Flink's
@@ -154,6 +164,26 @@ class Packer:
                 seq += 1
                 yield packed
 
+    def pack_lines(self, parser: Any, batches: Iterable[pa.RecordBatch], part: int) -> Iterator[pa.RecordBatch]:
+        """Batches of text lines (first column) parsed by ``parser`` (a ``LineParser``) and
+        packed; the lines that are not events follow their batch as a dead-letter row."""
+        for seq, batch in enumerate(batches):
+            events, dead = parser.parse(batch.column(0).to_pylist())
+            packed = self.pack(events, part, seq)
+            if packed is not None:
+                yield packed
+            if dead:
+                yield dead_letter_row(dead, part, seq)
+
+
+def dead_letter_row(dead: list[dict], part: int, seq: int) -> pa.RecordBatch:
+    """Records a source rejected (``{"raw", "reason"}`` dicts) as one packed row: key group 0,
+    no event time, the blob marked as dead letters (see the module docs)."""
+    blob = _ipc(pa.RecordBatch.from_pylist(dead, schema=DEAD_LETTER_ARROW_SCHEMA))
+    return pa.RecordBatch.from_pylist(
+        [{"kg": 0, "part": part, "seq": seq, "ts": None, "blob": blob}], schema=PACKED_ARROW_SCHEMA
+    )
+
 
 def end_of_input_row(part: int = 0, seq: int = 2**31 - 1) -> pa.RecordBatch:
     """The packed end-of-input marker: no events, event time at the end of time."""
@@ -164,16 +194,20 @@ def end_of_input_row(part: int = 0, seq: int = 2**31 - 1) -> pa.RecordBatch:
 
 def make_packer(
     key_columns: Sequence[str], key_groups: int, time_column: str | None,
-    timestamp_assigner: Callable[[dict], Any] | None = None,
+    timestamp_assigner: Callable[[dict], Any] | None = None, parser: Any = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function given to ``mapInArrow`` (the partition id comes from Spark's TaskContext)."""
+    """The function given to ``mapInArrow`` (the partition id comes from Spark's TaskContext).
+
+    With ``parser`` (a ``LineParser``) its input is text lines, parsed on the way.
+    """
     packer = Packer(key_columns, key_groups, time_column, timestamp_assigner)
 
     def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        yield from packer.pack_all(batches, ctx.partitionId() if ctx else 0)
+        part = ctx.partitionId() if ctx else 0
+        yield from packer.pack_all(batches, part) if parser is None else packer.pack_lines(parser, batches, part)
 
     return pack
 
@@ -219,12 +253,14 @@ class EventColumns:
     table become Python lists when first read, so columns nobody reads cost nothing.
     """
 
-    __slots__ = ("names", "_lists", "_table")
+    __slots__ = ("names", "_lists", "_table", "dead_letters")
 
     def __init__(self, names: Sequence[str], columns: Sequence[list] = (), table: pa.Table | None = None) -> None:
         self.names = tuple(names)
         self._table = table
         self._lists: list[list | None] = list(columns) if table is None else [None] * len(self.names)
+        #: records the source rejected in this batch (``{"raw", "reason"}``), for the operator
+        self.dead_letters: list[dict] = []
 
     @staticmethod
     def of(events: Iterable[dict]) -> "EventColumns":
@@ -266,20 +302,35 @@ class EventColumns:
         return {n: c[i] for n, c in zip(self.names, self.columns)}
 
 
-def unpack_events(packed: Iterable[tuple[int, int, bytes | None]]) -> EventColumns | list[dict[str, Any]]:
+class EventList(list):
+    """Event dicts of a batch whose blobs had different columns, with the batch's dead letters."""
+
+    dead_letters: list[dict]
+
+
+def unpack_events(packed: Iterable[tuple[int, int, bytes | None]]) -> EventColumns | EventList:
     """``(part, seq, blob)`` rows back to events, in arrival order: columns when every blob
-    has the same columns (always, for one source), else a list of event dicts."""
-    tables = [
-        pa.ipc.open_stream(blob).read_all()
-        for _, _, blob in sorted(packed, key=lambda r: (r[0], r[1])) if blob is not None
-    ]
-    if not tables:
-        return EventColumns((), [])
-    first = tables[0].schema
-    if all(t.schema.equals(first) for t in tables[1:]):
+    has the same columns (always, for one source), else a list of event dicts. Dead-letter
+    blobs are not events: their rows go to the result's ``dead_letters``."""
+    tables, dead = [], []
+    for _, _, blob in sorted(packed, key=lambda r: (r[0], r[1])):
+        if blob is None:
+            continue
+        table = pa.ipc.open_stream(blob).read_all()
+        if (table.schema.metadata or {}).get(b"sparkstate") == DEAD_LETTER_METADATA[b"sparkstate"]:
+            dead.extend(table.to_pylist())
+        else:
+            tables.append(table)
+    first = tables[0].schema if tables else None
+    result: EventColumns | EventList
+    if first is None:
+        result = EventColumns((), [])
+    elif all(t.schema.equals(first) for t in tables[1:]):
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-        return EventColumns(table.column_names, table=table)
-    events: list[dict[str, Any]] = []
-    for table in tables:
-        events.extend(map(_dict_maker(tuple(table.column_names)), *[_pylist(c) for c in table.columns]))
-    return events
+        result = EventColumns(table.column_names, table=table)
+    else:
+        result = EventList()
+        for table in tables:
+            result.extend(map(_dict_maker(tuple(table.column_names)), *[_pylist(c) for c in table.columns]))
+    result.dead_letters = dead
+    return result

@@ -19,6 +19,7 @@ from typing import Any
 
 from sparkstate.api.agg import BuiltinAggregates
 from sparkstate.api.windows import SlidingEventTimeWindows, TumblingEventTimeWindows
+from sparkstate.connectors.sources import describe_guarantee
 from sparkstate.errors import JobDefinitionError
 
 PYTHON = "python"
@@ -80,7 +81,7 @@ def explain(job: Any) -> str:
     p = plan(job)
     lines = [f"job {job.name}"]
     src = job.source_spec
-    lines.append(f"  source:     {_describe(src)}")
+    lines.append(f"  source:     {_describe(src)} ({describe_guarantee(src)})")
     if job.watermark is not None:
         lines.append(
             f"  event time: {job.watermark.describe_timestamps()}, "

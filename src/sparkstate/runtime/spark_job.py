@@ -310,7 +310,7 @@ def run_job(
     def take_progress() -> None:
         nonlocal seen
         for p in _progress_dicts(query):
-            if p["batchId"] > seen:
+            if p["batchId"] > seen and _ran(p):
                 seen = p["batchId"]
                 _account(result, p, batch_events(job.source_spec, p))
                 _record_checkpoint(result, recorder, p)
@@ -361,6 +361,13 @@ def _record_checkpoint(result: RunResult, recorder: CheckpointRecorder, p: dict)
     if stats is not None:
         result.checkpoints.append(stats)
         p["checkpoint"] = asdict(stats)
+
+
+def _ran(progress: dict) -> bool:
+    """Whether a progress report is of a micro-batch that ran. A trigger that found no new
+    input reports the *next* batch id without running it; counting it would hide the real
+    batch of that id (its events and side outputs) when it comes."""
+    return "addBatch" in (progress.get("durationMs") or {})
 
 
 def _account(result: RunResult, p: dict, events: int) -> None:

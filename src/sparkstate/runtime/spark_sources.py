@@ -1,8 +1,11 @@
 """Spark streaming sources for sparkstate's source specs (Python data sources with real offsets).
 
 Spark records each micro-batch's offset range in the checkpoint's offset log before running
-it, and both sources below produce a range's rows as a pure function of the range, so a batch
-replayed after a crash reads exactly the rows it read the first time.
+it. The generator and list sources produce a range's rows as a pure function of the range, so
+a batch replayed after a crash reads exactly the rows it read the first time (exactly-once).
+The socket source cannot: it holds the lines it received in memory until their batch is
+committed (at-most-once). Files are read by Spark's own file stream source, which logs each
+batch's files in the checkpoint (exactly-once).
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ import datetime as dt
 import json
 import os
 import pickle
+import socket
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -22,12 +27,13 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from sparkstate.api.schema import Schema
 from sparkstate.connectors.generator import GENERATORS, Generator
-from sparkstate.connectors.sources import DataFrameSource, ListSource
-from sparkstate.errors import JobDefinitionError
+from sparkstate.connectors.sources import DataFrameSource, FileSource, ListSource, SocketSource
+from sparkstate.errors import JobDefinitionError, SourceError
 from sparkstate.runtime.packing import END_OF_INPUT_MS, PACKED_SCHEMA, Packer, end_of_input_row, make_packer
 
 GENERATOR_FORMAT = "sparkstate_generator"
 LIST_FORMAT = "sparkstate_list"
+SOCKET_FORMAT = "sparkstate_socket"
 
 def arrow_schema(ddl: str) -> pa.Schema:
     """Arrow schema of a ListSource's DDL schema."""
@@ -262,12 +268,129 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+# --------------------------------------------------------------------------- socket
+
+
+class SocketDataSource(DataSource):
+    """``spark.readStream.format("sparkstate_socket")``: lines from a TCP server (``value string``)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOCKET_FORMAT
+
+    def schema(self) -> str:
+        return "value string"
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return SocketStreamReader(self.options["host"], int(self.options["port"]))
+
+
+@dataclass(frozen=True)
+class LinesPartition(InputPartition):
+    lines: tuple[str, ...]
+
+
+class SocketStreamReader(DataSourceStreamReader):
+    """Lines from a TCP server, kept in the driver until Spark commits the batch that read them.
+
+    Offsets count lines. A restarted query numbers the lines of its new connection on from
+    its checkpoint's offset, so the checkpoint (state, watermark) carries over; what was sent
+    while no job was connected, and the lines of a micro-batch that failed, are gone: the
+    source is at-most-once. (Spark's own ``socket`` source numbers every connection's lines
+    from 0 and fails on a restarted checkpoint, "Offsets committed out of order".) When the
+    server closes the connection, the reader connects again at the next micro-batch.
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self._lock = threading.Lock()
+        self._lines: list[str] = []
+        #: the offset of ``_lines[0]`` (None until the first ``latestOffset``)
+        self._base: int | None = None
+        self._socket: socket.socket | None = None
+        self._pump: threading.Thread | None = None
+
+    def __getstate__(self) -> dict:
+        # Spark ships the reader to the tasks that call ``read``: the lines travel in the
+        # partitions, the connection stays in the driver
+        return {"host": self.host, "port": self.port}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["host"], state["port"])  # type: ignore[misc]
+
+    def initialOffset(self) -> dict:
+        return {"offset": 0}
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        with self._lock:
+            if self._base is None:
+                self._base = _offset(start) if start else 0
+        if self._pump is None or not self._pump.is_alive():
+            self._connect(first=self._pump is None)
+        with self._lock:
+            return {"offset": self._base + len(self._lines)}
+
+    def _connect(self, first: bool) -> None:
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=10)
+        except OSError as exc:
+            if not first:
+                return  # the server went away after delivering lines: try again next batch
+            raise SourceError(
+                f"cannot connect to socket {self.host}:{self.port}: {exc.strerror or exc}; "
+                f"is a server listening there (e.g. `nc -lk {self.port}`)?"
+            ) from None
+        sock.settimeout(None)
+        self._socket = sock
+        self._pump = threading.Thread(target=self._read_lines, args=(sock,), daemon=True, name=f"socket {self.host}:{self.port}")
+        self._pump.start()
+
+    def _read_lines(self, sock: socket.socket) -> None:
+        # bytes that are not UTF-8 become U+FFFD: such a line reaches the parser (a dead letter)
+        with sock.makefile("r", encoding="utf-8", errors="replace", newline="\n") as stream:
+            try:
+                for line in stream:
+                    with self._lock:
+                        self._lines.append(line.rstrip("\n"))
+            except OSError:
+                pass  # closed by stop()
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        # one partition: a key's lines keep their order (it is kept within a partition only)
+        s, e = _offset(start), _offset(end)
+        with self._lock:
+            # a batch replayed after a restart has no lines here any more (base is None or past it)
+            base = e if self._base is None else self._base
+            lines = tuple(self._lines[max(s - base, 0) : max(e - base, 0)])
+        return [LinesPartition(lines)]
+
+    def read(self, partition: LinesPartition) -> Iterator[pa.RecordBatch]:
+        if partition.lines:
+            yield pa.RecordBatch.from_arrays([pa.array(partition.lines, pa.string())], names=["value"])
+
+    def commit(self, end: dict) -> None:
+        e = _offset(end)
+        with self._lock:
+            if self._base is not None and e > self._base:
+                del self._lines[: e - self._base]
+                self._base = e
+
+    def stop(self) -> None:
+        if self._socket is not None:
+            try:
+                self._socket.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._socket.close()
+
+
 # --------------------------------------------------------------------------- binding
 
 
 def register(spark: Any) -> None:
     spark.dataSource.register(GeneratorDataSource)
     spark.dataSource.register(ListDataSource)
+    spark.dataSource.register(SocketDataSource)
 
 
 def build_source(spark: Any, source: Any, scratch_dir: str | None = None, options: dict[str, str] | None = None) -> Any:
@@ -295,12 +418,25 @@ def build_source(spark: Any, source: Any, scratch_dir: str | None = None, option
         for k, v in extra.items():
             reader = reader.option(k, v)
         return reader.load()
+    if isinstance(source, SocketSource):
+        # sparkstate's reader, not Spark's "socket" source, which cannot resume a checkpoint
+        return spark.readStream.format(SOCKET_FORMAT).option("host", source.host).option("port", source.port).load()
+    if isinstance(source, FileSource):
+        if "://" not in source.path and not os.path.isdir(source.path):
+            raise JobDefinitionError(
+                f"FileSource: directory {source.path!r} does not exist; create it (its files are read as they appear)"
+            )
+        reader = spark.readStream
+        if source.max_files_per_trigger is not None:
+            reader = reader.option("maxFilesPerTrigger", source.max_files_per_trigger)
+        return reader.text(source.path)
     if isinstance(source, DataFrameSource):
         return source.build(spark)
     if getattr(source, "isStreaming", False):
         return source
     raise JobDefinitionError(
-        f"unsupported source {source!r}; use a generator (UpiPayments, TaxiRides, ClickEvents), ListSource, DataFrameSource or a streaming DataFrame"
+        f"unsupported source {source!r}; use a generator (UpiPayments, TaxiRides, ClickEvents), ListSource, "
+        "FileSource, SocketSource, DataFrameSource or a streaming DataFrame"
     )
 
 
@@ -308,11 +444,19 @@ def build_packed(spark: Any, job: Any, marker: bool, scratch_dir: str | None = N
     """The job's input as packed rows (``PACKED_SCHEMA``).
 
     sparkstate's own sources pack while they generate; any other streaming DataFrame is
-    packed by a ``mapInArrow`` step.
+    packed by a ``mapInArrow`` step, which also parses the lines of text sources (the job's
+    only read of the source: a socket's lines are read once).
     """
     source = job.source_spec
     if isinstance(source, (Generator, ListSource)):
         return build_source(spark, source, scratch_dir, pack_options(job, marker))
+    assigner = job.watermark.timestamp_assigner if job.watermark else None
+    if getattr(source, "rejects_malformed", False):
+        lines = build_source(spark, source, scratch_dir).select("value")
+        # with a timestamp assigner, event time is the function's business, not a column's
+        parser = source.parser(job.key_columns, None if assigner else job.timestamp_column)
+        packer = make_packer(job.key_columns, job.settings.key_groups, job.timestamp_column, assigner, parser)
+        return lines.mapInArrow(packer, PACKED_SCHEMA)
     df = build_source(spark, source, scratch_dir)
     columns = dict(df.dtypes)
     for col in [*job.key_columns, *([job.timestamp_column] if job.timestamp_column else [])]:
@@ -325,7 +469,6 @@ def build_packed(spark: Any, job: Any, marker: bool, scratch_dir: str | None = N
         raise JobDefinitionError(
             f"job {job.name!r}: timestamp column {ts!r} has type {columns[ts]}; use a timestamp or epoch-ms bigint"
         )
-    assigner = job.watermark.timestamp_assigner if job.watermark else None
     return df.mapInArrow(make_packer(job.key_columns, job.settings.key_groups, ts, assigner), PACKED_SCHEMA)
 
 
