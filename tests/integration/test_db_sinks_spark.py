@@ -25,15 +25,19 @@ MAX_BATCH = 2_000
 def forget_last_commit(checkpoint: Path) -> int:
     """Leave the checkpoint as a crash right after the sink committed its last batch would
     have: the batch planned in the offset log, missing from the commit log, nothing planned
-    after it. Returns the batch's id; the restart runs it again with that id."""
+    after it. Returns the batch's id; the restart runs it again with that id.
+
+    A run stopped mid-batch has already left that state (its batch planned, not committed,
+    and maybe in the sink): that batch is the one to run again, and no commit is removed,
+    since Spark never plans a batch before the one ahead of it is committed."""
     def ids(log: str) -> list[int]:
         return [int(p.name) for p in (checkpoint / log).iterdir() if p.name.isdigit()]
 
-    last = max(ids("commits"))
-    for log, batches in (("commits", [last]), ("offsets", [b for b in ids("offsets") if b > last])):
-        for b in batches:
-            (checkpoint / log / str(b)).unlink()
-            (checkpoint / log / f".{b}.crc").unlink(missing_ok=True)
+    last, planned = max(ids("commits")), max(ids("offsets"))
+    if planned > last:
+        return planned
+    (checkpoint / "commits" / str(last)).unlink()
+    (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
     return last
 
 
