@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
+from sparkstate.runtime import class_cache
+
 _ROCKSDB_CLASS = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 _HDFS_CLASS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
@@ -82,12 +84,10 @@ def get_spark(
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    active = SparkSession.getActiveSession()
+    active = active_session()
     if active is not None:
         return active
-    cores = parallelism or os.cpu_count() or 2
+    cores = local_cores(parallelism)
     conf = {
         "spark.master": master or f"local[{cores}]",
         "spark.app.name": "sparkstate",
@@ -106,16 +106,43 @@ def get_spark(
         "spark.python.daemon.module": "sparkstate.runtime.worker_daemon",
     }
     conf.update(extra_conf or {})
+    cache = class_cache.plan(conf)
+    try:
+        spark = _start(class_cache.with_java_options(conf, cache), log_file)
+    except Exception:
+        if not cache.uses_archive:
+            raise
+        # a damaged archive stops the JVM before it reports its port: start without it
+        class_cache.discard(cache)
+        cache = class_cache.Plan()
+        spark = _start(conf, log_file)
+    class_cache.finish_at_exit(cache)
+    quiet_loggers(spark)
+    return spark
+
+
+def active_session():
+    """This process's running SparkSession, or None."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
+
+
+def local_cores(parallelism: int | None) -> int:
+    """The cores (and default shuffle partitions) of a local session ``get_spark`` starts."""
+    return parallelism or os.cpu_count() or 2
+
+
+def _start(conf: dict[str, str], log_file: str | Path | None):
+    from pyspark.sql import SparkSession
+
     builder = SparkSession.builder
     for k, v in conf.items():
         builder = builder.config(k, v)
-    if log_file is not None:
-        with _redirect_fds(Path(log_file)):
-            spark = builder.getOrCreate()
-    else:
-        spark = builder.getOrCreate()
-    quiet_loggers(spark)
-    return spark
+    if log_file is None:
+        return builder.getOrCreate()
+    with _redirect_fds(Path(log_file)):
+        return builder.getOrCreate()
 
 
 def quiet_loggers(spark) -> None:

@@ -1,0 +1,103 @@
+"""The driver JVM's class-data-sharing archive: when it is used, recorded, or left alone."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sparkstate.runtime import class_cache
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARKSTATE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("SPARKSTATE_CLASS_CACHE", raising=False)
+    if class_cache.archive_key({}) is None:
+        pytest.skip("no java on this machine")
+    return tmp_path
+
+
+def test_the_first_start_records_an_archive_and_a_second_process_waits_its_turn(cache):
+    first = class_cache.plan({})
+    assert first.recording is not None and f"-XX:ArchiveClassesAtExit={first.recording}" in first.java_options
+    assert first.lock is not None and first.lock.read_text() == str(os.getpid())
+    # the lock's holder is alive (this process), so another start records nothing
+    assert class_cache.plan({}).java_options == ""
+
+
+def test_a_lock_left_by_a_killed_process_is_taken_over(cache):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    key = class_cache.archive_key({})
+    (cache / f"jvm-classes-{key}.lock").write_text(str(dead.pid))
+    assert class_cache.plan({}).recording is not None
+
+
+def test_an_existing_archive_is_used_and_checked(cache):
+    key = class_cache.archive_key({})
+    (cache / f"jvm-classes-{key}.jsa").write_bytes(b"archive")
+    p = class_cache.plan({})
+    assert p.uses_archive and "-XX:SharedArchiveFile=" in p.java_options and "-XX:+VerifySharedSpaces" in p.java_options
+    merged = class_cache.with_java_options({"spark.driver.extraJavaOptions": "-Dx=1"}, p)
+    assert merged["spark.driver.extraJavaOptions"].startswith("-Dx=1 -XX:SharedArchiveFile=")
+
+
+def test_another_jar_set_gets_another_archive(cache):
+    assert class_cache.archive_key({}) != class_cache.archive_key({"spark.jars": "/opt/extra.jar"})
+
+
+def test_off_turns_it_off(cache, monkeypatch):
+    monkeypatch.setenv("SPARKSTATE_CLASS_CACHE", "off")
+    assert class_cache.plan({}) == class_cache.Plan()
+
+
+class _Jvm:
+    """What ``finish`` needs of the JVM's process: a pipe to close and an exit to wait for."""
+
+    def __init__(self, writes: bytes | None, code: int, at) -> None:
+        self.writes, self.code, self.at = writes, code, at
+        self.stdin = open(os.devnull, "w")
+
+    def wait(self, timeout=None) -> int:
+        if self.writes is not None:
+            self.at.write_bytes(self.writes)
+        return self.code
+
+
+def test_the_archive_is_moved_into_place_only_when_the_jvm_wrote_it_and_exited_cleanly(cache):
+    p = class_cache.plan({})
+    stopped = []
+    assert class_cache.finish(p, lambda: stopped.append(1), _Jvm(b"classes", 0, p.recording))
+    assert stopped and p.archive.read_bytes() == b"classes" and not p.recording.exists() and not p.lock.exists()
+
+
+@pytest.mark.parametrize("writes, code", [(None, 0), (b"", 0), (b"half", 1)])
+def test_no_archive_from_a_jvm_that_wrote_none_or_failed(cache, writes, code):
+    p = class_cache.plan({})
+    assert not class_cache.finish(p, lambda: None, _Jvm(writes, code, p.recording))
+    assert not p.archive.exists() and not p.recording.exists() and not p.lock.exists()
+    assert class_cache.plan({}).recording is not None  # the next start records again
+
+
+def test_a_jvm_that_cannot_start_with_the_archive_starts_without_it(cache, monkeypatch):
+    # a damaged archive (e.g. cut short) makes the JVM exit before it reports its port
+    from sparkstate.runtime import spark_session
+
+    key = class_cache.archive_key({})
+    archive = cache / f"jvm-classes-{key}.jsa"
+    archive.write_bytes(b"cut short")
+    starts = []
+
+    def start(conf, log_file):
+        starts.append(conf.get("spark.driver.extraJavaOptions", ""))
+        if "SharedArchiveFile" in starts[-1]:
+            raise RuntimeError("[JAVA_GATEWAY_EXITED] Java gateway process exited before sending its port number.")
+        return "session"
+
+    monkeypatch.setattr(spark_session, "_start", start)
+    monkeypatch.setattr(spark_session, "quiet_loggers", lambda spark: None)
+    assert spark_session.get_spark(parallelism=1) == "session"
+    assert len(starts) == 2 and starts[1] == "" and not archive.exists()
