@@ -188,6 +188,10 @@ def run(
     except SparkStateError as exc:
         errors.print(f"[red]error:[/] {exc}", soft_wrap=True)
         sys.exit(1)
+    except KeyboardInterrupt:  # e.g. while Spark starts (once the query runs, Ctrl-C stops it cleanly)
+        errors.print("interrupted: the checkpoint keeps every committed batch, and the next run resumes from it",
+                     soft_wrap=True)
+        sys.exit(130)
 
 
 _GENERATOR_OPTIONS = ("events", "rate", "merchants", "payers", "seed", "settings", "max_batch")

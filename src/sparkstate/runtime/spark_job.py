@@ -14,13 +14,16 @@ committed batch's checkpoint figures (``metrics/checkpoints.py``) as its progres
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import re
+import signal
+import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from sparkstate.api.job import Job
 from sparkstate.errors import JobDefinitionError, JobFailedError
@@ -113,7 +116,7 @@ def _uses_end_marker(job: Job) -> bool:
     return bool(getattr(job.source_spec, "has_end_marker", False)) and type(job.function).defines_on_timer()
 
 
-def _operator_spec(job: Job) -> Any:
+def _operator_spec(job: Job, output_arrow: Any) -> Any:
     from sparkstate.runtime.spark_processor import OperatorSpec
 
     marker = _uses_end_marker(job)
@@ -122,7 +125,7 @@ def _operator_spec(job: Job) -> Any:
         key_columns=job.key_columns,
         timestamp_column=job.timestamp_column,
         output=job.output,  # type: ignore[arg-type]
-        output_arrow=_output_arrow(job),
+        output_arrow=output_arrow,
         bucket_size=job.settings.bucket_size,
         event_time=job.watermark is not None or marker,
         end_watermark=END_OF_INPUT_MS - _watermark_delay_ms(job) if marker else None,
@@ -256,7 +259,7 @@ def run_job(
 ) -> RunResult:
     """Run ``job`` until its bounded source is done, ``until(result)`` holds, ``timeout``
     passes, or Ctrl-C."""
-    from sparkstate.runtime.spark_session import get_spark, state_store_class
+    from sparkstate.runtime.spark_session import active_session, get_spark, local_cores, state_store_class
     from sparkstate.runtime.spark_sinks import open_database_sinks
     from sparkstate.runtime.spark_sources import batch_events
 
@@ -277,21 +280,30 @@ def run_job(
     # an unreachable database or a table that does not fit stops the job here, before Spark starts
     job = open_database_sinks(job, checkpoint_dir, native=chosen.path == NATIVE)
 
-    spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
-    spec = _operator_spec(job)
-    partitions = job.settings.parallelism or int(spark.sparkContext.defaultParallelism)
+    # resolving the output's Arrow schema needs Spark: it comes once Spark runs
+    spec = _operator_spec(job, output_arrow=None)
+    spark = spark or active_session()
+    if job.settings.parallelism:
+        partitions = job.settings.parallelism
+    elif spark is not None:
+        partitions = int(spark.sparkContext.defaultParallelism)
+    else:
+        partitions = local_cores(None)  # what the session get_spark starts will have
     settings = {"parallelism": partitions}
     result.plan = chosen.path
     meta = ckpt.job_metadata(job, spec, descriptors, settings)
+    # a checkpoint of another job, a finished run and a read-only or full directory are
+    # found before Spark starts (10 s and more on a small machine)
     result.warnings = ckpt.check_or_write(store, meta)
 
     end = job.source_spec.end_offset(_uses_end_marker(job)) if hasattr(job.source_spec, "end_offset") else None
     if _already_complete(store, end):
         result.completed = result.already_complete = True
         return result
-    # a resumed checkpoint has only been read so far: a full disk or a read-only directory
-    # shows here, before Spark starts, rather than as a failed batch
     ckpt.ensure_writable(store)
+
+    spark = spark or get_spark(parallelism=partitions, log_file=log_file)
+    spec = replace(spec, output_arrow=_output_arrow(job))
 
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", state_store_class(job.settings.state_backend))
@@ -318,37 +330,66 @@ def run_job(
                     on_progress(p)
 
     started = time.monotonic()
-    query = writer.start()
-    try:
-        while True:
-            take_progress()
-            if not query.isActive:
-                exc = query.exception()
-                if exc is not None:
-                    problem = ckpt.diagnose_failure(store)
-                    if problem is not None:
-                        raise problem from None
-                    batch, _ = ckpt.last_committed_offset(store)
-                    raise _clean_failure(exc, checkpoint_dir, batch) from None
-                result.completed = True
-                break
-            if _end_reached(result.progress, end) or (until is not None and until(result)):
-                result.completed = True
-                break
-            if timeout is not None and time.monotonic() - started > timeout:
-                break
-            time.sleep(0.1)
-    except KeyboardInterrupt:
-        result.warnings.append("interrupted: the run stopped; run again to resume from the checkpoint")
-    finally:
-        # the run's time is the input's processing time; stopping the query is not part of it
-        result.seconds = time.monotonic() - started
+    with _ctrl_c_stops() as interrupted:
+        query = writer.start()
         try:
-            query.stop()
-        except Exception:
-            pass
+            while True:
+                take_progress()
+                if not query.isActive:
+                    exc = query.exception()
+                    if exc is not None:
+                        problem = ckpt.diagnose_failure(store)
+                        if problem is not None:
+                            raise problem from None
+                        batch, _ = ckpt.last_committed_offset(store)
+                        raise _clean_failure(exc, checkpoint_dir, batch) from None
+                    result.completed = True
+                    break
+                if _end_reached(result.progress, end) or (until is not None and until(result)):
+                    result.completed = True
+                    break
+                if timeout is not None and time.monotonic() - started > timeout:
+                    break
+                if interrupted.is_set():
+                    result.warnings.append("interrupted: the run stopped; run again to resume from the checkpoint")
+                    break
+                time.sleep(0.1)
+        finally:
+            # the run's time is the input's processing time; stopping the query is not part of it
+            result.seconds = time.monotonic() - started
+            try:
+                query.stop()
+            except Exception:
+                pass
     take_progress()  # a batch that committed between the last look and the stop
     return result
+
+
+@contextlib.contextmanager
+def _ctrl_c_stops() -> Iterator[threading.Event]:
+    """Ctrl-C (SIGINT) while the query runs sets the event, and the run stops the query
+    between two looks at its progress; a second Ctrl-C interrupts at once.
+
+    PySpark's own SIGINT handler cancels Spark's jobs through py4j and raises
+    KeyboardInterrupt wherever the driver is; inside another py4j call that surfaces as a
+    Py4JError ("Gateway must be connected to send cancel cmd") instead, and the run ended
+    with a traceback rather than its summary.
+    """
+    pressed = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield pressed  # signals reach the main thread only
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if pressed.is_set():
+            raise KeyboardInterrupt
+        pressed.set()
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _record_checkpoint(result: RunResult, recorder: CheckpointRecorder, p: dict) -> None:
