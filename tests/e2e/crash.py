@@ -17,6 +17,7 @@ log but missing from the commit log is run again by the restarted query (a repla
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -70,18 +71,35 @@ class CrashLoop:
     #: batches the restarted queries ran again (planned, not committed, at a kill)
     replayed: list[int] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    #: how long each process ran, in seconds (the killed ones, then the final one)
+    lifetimes: list[float] = field(default_factory=list)
+    _started: float = 0.0
+    _proc: subprocess.Popen | None = None
+    _stopped: bool = False
 
     def _start(self, args: list[str] | None = None) -> subprocess.Popen:
+        if self._stopped:
+            raise AssertionError("the crash loop was stopped")
         cmd = [str(Path(sys.executable).with_name("sparkstate")), *(args or self.args)]
-        return subprocess.Popen(
+        self._started = time.monotonic()
+        self._proc = subprocess.Popen(
             cmd, cwd=self.cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
         )
+        return self._proc
+
+    def stop(self) -> None:
+        """End the loop from another thread: kill the running job and start no other."""
+        self._stopped = True
+        if self._proc is not None and self._proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
 
     def _kill(self, proc: subprocess.Popen, kind: str) -> None:
         kill = Kill(kind, last_id(self.checkpoint, "commits"), self.sink_batches(), last_id(self.checkpoint, "offsets"))
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate(timeout=60)
         self.outputs.append(out)
+        self.lifetimes.append(time.monotonic() - self._started)
         self.history.append(kill)
 
     def run(self) -> subprocess.CompletedProcess:
@@ -121,6 +139,7 @@ class CrashLoop:
         proc = self._start(self.final_args)
         out, _ = proc.communicate(timeout=self.timeout)
         self.outputs.append(out)
+        self.lifetimes.append(time.monotonic() - self._started)
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
 
     def _note_replay(self) -> None:

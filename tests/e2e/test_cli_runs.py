@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 
@@ -13,6 +16,31 @@ def sparkstate(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     cmd = [str(Path(sys.executable).with_name("sparkstate")), *args]
     env = {**os.environ, "COLUMNS": "250"}  # rich's width when the output is not a terminal
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
+
+
+def interrupted(cwd: Path, until: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``sparkstate`` as from a terminal and press Ctrl-C (SIGINT to its process group)
+    once ``until`` shows in its output (whitespace aside: rich wraps lines)."""
+    cmd = [str(Path(sys.executable).with_name("sparkstate")), *args]
+    env = {**os.environ, "COLUMNS": "250"}
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=err, text=True, env=env,
+                                start_new_session=True)
+        timer = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))
+        timer.start()
+        out, seen, pressed = [], "", False
+        try:
+            for line in proc.stdout:
+                out.append(line)
+                seen += "".join(line.split())
+                if not pressed and "".join(until.split()) in seen:
+                    os.killpg(proc.pid, signal.SIGINT)
+                    pressed = True
+            proc.wait()
+        finally:
+            timer.cancel()
+        err.seek(0)
+        return subprocess.CompletedProcess(cmd, proc.returncode, "".join(out), err.read())
 
 
 def test_run_prints_progress_and_results_then_resumes(tmp_path):
@@ -55,10 +83,12 @@ def test_run_on_a_socket_labels_it_at_most_once_and_counts_dead_letters(tmp_path
 
     with LineServer() as server:
         server.send(json.dumps({"merchant_id": "m1", "amount": 5}), "oops", json.dumps({"merchant_id": "m1", "amount": 2}))
-        # a socket never ends: the run stops at --timeout, and the next run would resume
-        run = sparkstate(tmp_path, "run", "running-sum", "--source", f"socket://127.0.0.1:{server.port}",
-                         "--sink", "console", "--timeout", "60")
+        # a socket never ends: Ctrl-C stops the run (with its summary), and the next run would resume
+        run = interrupted(tmp_path, "1 dead letters", "run", "running-sum", "--source",
+                          f"socket://127.0.0.1:{server.port}", "--sink", "console")
     assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    assert "interrupted" in run.stdout
     out = " ".join(run.stdout.split())
     assert f"source: socket 127.0.0.1:{server.port} (at-most-once: lines sent while the job is down are lost)" in out
     assert "1 dead letters" in out  # the batch's progress line

@@ -3,13 +3,17 @@ its checkpoint each time, leaves the same rows in its database as a run that was
 
 The job runs as `sparkstate run` in its own process group (driver, JVM, Python workers); see
 ``crash.CrashLoop`` for where the kills land. The reference is the same job on the same input,
-run once without interruption on the test session's Spark.
+run once without interruption on the test session's Spark. The two loops run side by side.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable
+
+import pytest
 
 from crash import CrashLoop
 from spark_helpers import same_rows
@@ -36,7 +40,8 @@ def report(loop: CrashLoop, rows: int) -> None:
     between = sum(k.between_sink_and_spark for k in loop.history)
     print(
         f"\n{len(loop.history)} kills ({between} between the sink's commit and Spark's), "
-        f"{len(loop.replayed)} batches replayed {loop.replayed}, {rows:,} rows compared"
+        f"{len(loop.replayed)} batches replayed {loop.replayed}, {rows:,} rows compared; "
+        f"each run's seconds: {', '.join(f'{t:.0f}' for t in loop.lifetimes)}"
     )
 
 
@@ -47,70 +52,96 @@ def check_loop(loop: CrashLoop, done) -> None:
     assert any(k.between_sink_and_spark for k in loop.history), [vars(k) for k in loop.history]
 
 
-def test_running_sum_into_postgresql_survives_sigkills(tmp_path, spark, postgres_db):
+def postgres_batches(url: str, job: str) -> Callable[[], int]:
+    """The last batch id the PostgreSQL sink has committed for ``job`` (-1: none yet)."""
     import psycopg
 
-    def sink_batches() -> int:
+    def last() -> int:
         try:
-            with psycopg.connect(postgres_db, connect_timeout=2) as conn:
-                found = conn.execute("SELECT max(batch_id) FROM sparkstate_batches WHERE job = 'running-sum'").fetchone()
+            with psycopg.connect(url, connect_timeout=2) as conn:
+                found = conn.execute("SELECT max(batch_id) FROM sparkstate_batches WHERE job = %s", (job,)).fetchone()
         except psycopg.Error:  # the marker table does not exist yet
             return -1
         return -1 if found is None or found[0] is None else found[0]
 
-    settings = {"events": 150_000, "merchants": 400}
-    ckpt = tmp_path / "checkpoint"
-    command = ["run", "running-sum", "--events", "150000", "--merchants", "400", *FLAGS, "--checkpoint", str(ckpt),
-               "--sink", f"{postgres_db}?table=running_sum"]
-    loop = CrashLoop([*command, *RATE], ckpt, tmp_path, sink_batches, kills=KILLS, final_args=command)
-    done = loop.run()
-    check_loop(loop, done)
-
-    with psycopg.connect(postgres_db) as conn:
-        cur = conn.execute("SELECT * FROM running_sum")
-        names = [d.name for d in cur.description]
-        rows = [dict(zip(names, r)) for r in cur.fetchall()]
-        markers = [b for (b,) in conn.execute("SELECT batch_id FROM sparkstate_batches WHERE job = 'running-sum' ORDER BY 1")]
-    assert markers == sorted(set(markers)), "one marker per batch with rows, none twice"
-    expected = uninterrupted(spark, tmp_path, "running-sum", **settings)
-    same_rows(rows, [{k: r[k] for k in names} for r in expected])  # no duplicate, no gap, same values
-    report(loop, len(rows))
+    return last
 
 
-def test_windowed_job_into_sqlite_survives_sigkills(tmp_path, spark):
-    db = tmp_path / "out.db"
-
+def sqlite_batches(db: Path, job: str) -> Callable[[], int]:
+    """The last batch id the SQLite sink has committed for ``job`` (-1: none yet)."""
     last = [-1]
 
-    def sink_batches() -> int:
+    def read() -> int:
         try:
             with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.05) as conn:
-                (found,) = conn.execute("SELECT max(batch_id) FROM sparkstate_batches WHERE job = 'upi-per-minute'").fetchone()
+                (found,) = conn.execute("SELECT max(batch_id) FROM sparkstate_batches WHERE job = ?", (job,)).fetchone()
             last[0] = -1 if found is None else found
         except sqlite3.Error:  # not created yet, or locked by the writer this instant
             pass
         return last[0]
 
-    settings = {"events": 150_000, "merchants": 300}
-    ckpt = tmp_path / "checkpoint"
-    command = ["run", "upi-per-minute", "--events", "150000", "--merchants", "300", *FLAGS, "--checkpoint", str(ckpt),
-               "--window-path", "python", "--sink", f"sqlite:///{db}?table=upi_per_minute"]
-    loop = CrashLoop([*command, *RATE], ckpt, tmp_path, sink_batches, kills=KILLS, seed=11, final_args=command)
-    done = loop.run()
+    return read
+
+
+@pytest.fixture(scope="module")
+def crash_loops(tmp_path_factory, postgres_server):
+    """Both crash loops, started at once: each spends most of its time starting processes
+    (Spark's JVM, Python workers), so side by side they take little longer than one."""
+    pg_dir, lite_dir = tmp_path_factory.mktemp("crash-running-sum"), tmp_path_factory.mktemp("crash-windows")
+    pg_url = postgres_server.database_url("t_crash_running_sum")
+    pg_command = ["run", "running-sum", "--events", "150000", "--merchants", "400", *FLAGS,
+                  "--checkpoint", str(pg_dir / "checkpoint"), "--sink", f"{pg_url}?table=running_sum"]
+    db = lite_dir / "out.db"
+    lite_command = ["run", "upi-per-minute", "--events", "150000", "--merchants", "300", *FLAGS,
+                    "--checkpoint", str(lite_dir / "checkpoint"), "--window-path", "python",
+                    "--sink", f"sqlite:///{db}?table=upi_per_minute"]
+    loops = {
+        "running-sum": CrashLoop([*pg_command, *RATE], pg_dir / "checkpoint", pg_dir,
+                                 postgres_batches(pg_url, "running-sum"), kills=KILLS, final_args=pg_command),
+        "upi-per-minute": CrashLoop([*lite_command, *RATE], lite_dir / "checkpoint", lite_dir,
+                                    sqlite_batches(db, "upi-per-minute"), kills=KILLS, seed=11, final_args=lite_command),
+    }
+    with ThreadPoolExecutor(max_workers=len(loops)) as pool:
+        runs = {name: pool.submit(loop.run) for name, loop in loops.items()}
+        yield {"pg_url": pg_url, "db": db, **{name: (loops[name], runs[name]) for name in loops}}
+        for loop in loops.values():
+            loop.stop()
+
+
+def test_running_sum_into_postgresql_survives_sigkills(tmp_path, spark, crash_loops):
+    import psycopg
+
+    loop, run = crash_loops["running-sum"]
+    done = run.result()
     check_loop(loop, done)
 
-    with sqlite3.connect(db) as conn:
+    with psycopg.connect(crash_loops["pg_url"]) as conn:
+        cur = conn.execute("SELECT * FROM running_sum")
+        names = [d.name for d in cur.description]
+        rows = [dict(zip(names, r)) for r in cur.fetchall()]
+        markers = [b for (b,) in conn.execute("SELECT batch_id FROM sparkstate_batches WHERE job = 'running-sum' ORDER BY 1")]
+    assert markers == sorted(set(markers)), "one marker per batch with rows, none twice"
+    expected = uninterrupted(spark, tmp_path, "running-sum", events=150_000, merchants=400)
+    same_rows(rows, [{k: r[k] for k in names} for r in expected])  # no duplicate, no gap, same values
+    report(loop, len(rows))
+
+
+def test_windowed_job_into_sqlite_survives_sigkills(tmp_path, spark, crash_loops):
+    loop, run = crash_loops["upi-per-minute"]
+    done = run.result()
+    check_loop(loop, done)
+
+    with sqlite3.connect(crash_loops["db"]) as conn:
         # timestamps are ISO 8601 text in SQLite; strftime gives their epoch seconds back
         rows = conn.execute(
             "SELECT merchant_id, CAST(strftime('%s', window_start) AS INTEGER) * 1000, payments, total FROM upi_per_minute"
         ).fetchall()
         markers = [b for (b,) in conn.execute("SELECT batch_id FROM sparkstate_batches WHERE job = 'upi-per-minute' ORDER BY 1")]
     assert markers == sorted(set(markers)), "one marker per batch with rows, none twice"
-    expected = uninterrupted(spark, tmp_path, "upi-per-minute", **settings)
+    expected = uninterrupted(spark, tmp_path, "upi-per-minute", events=150_000, merchants=300)
     got = {(m, start): (n, total) for m, start, n, total in rows}
     assert rows and len(got) == len(rows) == len(expected), "every window once"
     for r in expected:
         n, total = got[(r["merchant_id"], r["window_start"])]
         assert n == r["payments"] and abs(total - r["total"]) <= 1e-9 * max(1.0, abs(total))
     report(loop, len(rows))
-
