@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 
 from sparkstate.connectors.generator import UpiPayments
@@ -52,8 +54,16 @@ def test_end_of_input_marker_has_no_events():
     assert unpack_events([(0, 0, None)]) == []
 
 
-def test_worker_daemon_puts_the_installed_pyspark_before_sparks_zip(tmp_path):
-    from sparkstate.runtime.worker_daemon import prefer_installed_pyspark
+def test_sparks_python_processes_put_the_installed_pyspark_before_sparks_zip(tmp_path):
+    import importlib.util
+
+    import sparkstate.runtime
+
+    source = Path(sparkstate.runtime.__file__).with_name("worker_path") / "sitecustomize.py"
+    spec = importlib.util.spec_from_file_location("worker_sitecustomize", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    prefer_installed_pyspark = module.prefer_installed_pyspark
 
     site = tmp_path / "site-packages"
     (site / "pyspark" / "python" / "lib").mkdir(parents=True)

@@ -102,8 +102,9 @@ def get_spark(
         "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
         "spark.sql.streaming.metricsEnabled": "false",
         "spark.python.worker.reuse": "true",
-        # workers import pyspark from the installed package, not from Spark's zip (see the module)
-        "spark.python.daemon.module": "sparkstate.runtime.worker_daemon",
+        # Spark's Python processes import pyspark from the installed package, not from Spark's
+        # zip (see worker_path/sitecustomize.py)
+        "spark.executorEnv.PYTHONPATH": _worker_path(),
     }
     conf.update(extra_conf or {})
     cache = class_cache.plan(conf)
@@ -119,6 +120,12 @@ def get_spark(
     class_cache.finish_at_exit(cache)
     quiet_loggers(spark)
     return spark
+
+
+def _worker_path() -> str:
+    folder = str(Path(__file__).with_name("worker_path"))
+    inherited = os.environ.get("PYTHONPATH")
+    return os.pathsep.join([folder, inherited]) if inherited else folder
 
 
 def active_session():
