@@ -49,6 +49,15 @@ def test_another_jar_set_gets_another_archive(cache):
     assert class_cache.archive_key({}) != class_cache.archive_key({"spark.jars": "/opt/extra.jar"})
 
 
+def test_another_installation_of_pyspark_gets_another_archive(cache, monkeypatch, tmp_path):
+    import pyspark
+
+    here = class_cache.archive_key({})
+    (tmp_path / "other-venv" / "pyspark" / "jars").mkdir(parents=True)
+    monkeypatch.setattr(pyspark, "__file__", str(tmp_path / "other-venv" / "pyspark" / "__init__.py"))
+    assert class_cache.archive_key({}) != here
+
+
 def test_off_turns_it_off(cache, monkeypatch):
     monkeypatch.setenv("SPARKSTATE_CLASS_CACHE", "off")
     assert class_cache.plan({}) == class_cache.Plan()
@@ -102,3 +111,12 @@ def test_a_jvm_that_cannot_start_with_the_archive_starts_without_it(cache, monke
     monkeypatch.setattr(spark_session, "quiet_loggers", lambda spark: None)
     assert spark_session.get_spark(parallelism=1) == "session"
     assert len(starts) == 2 and starts[1] == "" and not archive.exists()
+
+
+def test_recording_keeps_the_most_recently_used_archives_only(cache):
+    for age, name in enumerate(["a", "b", "c", "d"]):  # a: used last
+        old = cache / f"jvm-classes-{name}.jsa"
+        old.write_bytes(b"x")
+        os.utime(old, (1_000_000 - age, 1_000_000 - age))
+    assert class_cache.plan({}).recording is not None
+    assert sorted(p.name for p in cache.glob("*.jsa")) == ["jvm-classes-a.jsa", "jvm-classes-b.jsa"]

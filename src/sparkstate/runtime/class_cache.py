@@ -13,7 +13,8 @@ and moves it into place, so a half-written archive is never used (the JVM would 
 it). One process records at a time (a lock file holding its pid); a process killed while
 recording leaves a stale lock the next one takes over. The archive is kept per Java,
 pyspark version and jar set under ``$SPARKSTATE_CACHE_DIR`` (default
-``~/.cache/sparkstate``); ``SPARKSTATE_CLASS_CACHE=off`` turns it off. A JVM that finds an
+``~/.cache/sparkstate``; the three most recently used are kept);
+``SPARKSTATE_CLASS_CACHE=off`` turns it off. A JVM that finds an
 archive it cannot use (another Java, other jars) ignores it and starts as usual.
 """
 
@@ -28,6 +29,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+
+#: archives kept in the cache directory, the most recently used
+KEEP = 3
 
 #: the JVM reports on the archive in its own log lines; sparkstate's log needs none of them
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
@@ -51,8 +55,8 @@ def _java() -> str | None:
 
 
 def archive_key(conf: dict[str, str]) -> str | None:
-    """What the archive depends on: the Java, pyspark's version and jars, and extra class
-    paths. None when there is no Java to key it on (Spark would not start either)."""
+    """What the archive depends on: the Java, pyspark's version and the path and names of its
+    jars, and extra class paths. None when there is no Java to key it on (Spark would not start either)."""
     java = _java()
     if java is None:
         return None
@@ -61,7 +65,9 @@ def archive_key(conf: dict[str, str]) -> str | None:
     jars = Path(pyspark.__file__).parent / "jars"
     listing = sorted(p.name for p in jars.glob("*.jar")) if jars.is_dir() else []
     st = os.stat(java)
-    material = [java, str(st.st_size), str(int(st.st_mtime)), pyspark.__version__, *listing]
+    # the JVM checks the class path the archive was recorded with, paths included: another
+    # installation of the same pyspark (another virtualenv) needs an archive of its own
+    material = [java, str(st.st_size), str(int(st.st_mtime)), pyspark.__version__, str(jars.resolve()), *listing]
     material += [conf.get(k, "") for k in ("spark.driver.extraClassPath", "spark.jars", "spark.jars.packages")]
     return hashlib.sha256("\0".join(material).encode()).hexdigest()[:16]
 
@@ -124,6 +130,8 @@ def plan(conf: dict[str, str]) -> Plan:
     folder = cache_dir()
     archive = folder / f"jvm-classes-{key}.jsa"
     if archive.is_file():
+        with contextlib.suppress(OSError):
+            os.utime(archive)  # last used: pruning keeps the archives in use
         return Plan(f"-XX:SharedArchiveFile={archive} -XX:+VerifySharedSpaces {_QUIET}", archive=archive)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -132,10 +140,20 @@ def plan(conf: dict[str, str]) -> Plan:
     lock = folder / f"jvm-classes-{key}.lock"
     if not _take_lock(lock):
         return Plan()
+    prune(folder, keep=KEEP - 1)  # room for the one about to be recorded
     recording = folder / f"jvm-classes-{key}.{os.getpid()}.recording"
     with contextlib.suppress(OSError):
         recording.unlink()
     return Plan(f"-XX:ArchiveClassesAtExit={recording} {_QUIET}", recording=recording, archive=archive, lock=lock)
+
+
+def prune(folder: Path, keep: int) -> None:
+    """Delete all but the ``keep`` most recently used archives (each installation of pyspark,
+    e.g. each virtualenv, has its own, of about 180 MB)."""
+    archives = sorted(folder.glob("jvm-classes-*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in archives[keep:]:
+        with contextlib.suppress(OSError):
+            old.unlink()
 
 
 def with_java_options(conf: dict[str, str], p: Plan) -> dict[str, str]:
