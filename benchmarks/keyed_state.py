@@ -200,7 +200,7 @@ def _sweep_one(spark, backend: str, key_groups: int, state_keys: int, touch: int
     """Load ``state_keys`` keys, then time ``batches`` batches touching ``touch`` keys each."""
     from sparkstate import DataFrameSource, Job, NoopSink
     from sparkstate.jobs.running_sum import RunningSum
-    from sparkstate.runtime.spark_job import state_bytes
+    from sparkstate.runtime.checkpoint_stats import state_bytes
 
     folder = work / f"in-{state_keys}"
     _write_sweep_input(folder, state_keys, touch, batches)

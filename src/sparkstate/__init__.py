@@ -39,7 +39,8 @@ from sparkstate.api import (
     WindowContext,
     agg,
 )
-from sparkstate.api.job import Job, JobSettings
+from sparkstate.api.job import JobSettings
+from sparkstate.job import Job
 from sparkstate.connectors import (
     ClickEvents,
     ConsoleSink,

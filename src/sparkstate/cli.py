@@ -222,7 +222,7 @@ def list_checkpoints(job_name: str, checkpoint_dir: str | None) -> None:
 
     A local directory is read without starting Spark.
     """
-    from sparkstate.metrics.checkpoints import retained_checkpoints
+    from sparkstate.runtime.checkpoint_stats import retained_checkpoints
     from sparkstate.metrics.progress import checkpoints_table
     from sparkstate.runtime.checkpoint import METADATA_FILE
     from sparkstate.runtime.storage import open_storage

@@ -21,7 +21,7 @@ from sparkstate import (
     MemorySink,
     ValueStateDescriptor,
 )
-from sparkstate.metrics.checkpoints import CheckpointLog, retained_checkpoints
+from sparkstate.runtime.checkpoint_stats import CheckpointLog, retained_checkpoints
 from sparkstate.runtime.checkpoint import committed_batches
 from sparkstate.runtime.storage import HadoopStorage, open_storage
 

@@ -11,7 +11,7 @@ import json
 import zipfile
 from pathlib import Path
 
-from sparkstate.metrics.checkpoints import (
+from sparkstate.runtime.checkpoint_stats import (
     CheckpointLog,
     CheckpointRecorder,
     CheckpointStats,

@@ -61,7 +61,7 @@ def test_progress_line_shows_the_checkpoint():
 
 
 def test_checkpoints_lists_the_retained_ones_without_spark(tmp_path):
-    from sparkstate.metrics.checkpoints import CheckpointLog, CheckpointStats
+    from sparkstate.runtime.checkpoint_stats import CheckpointLog, CheckpointStats
     from sparkstate.runtime.storage import LocalStorage
 
     root = tmp_path / "ckpt"

@@ -6,7 +6,7 @@ import pickle
 import random
 
 from sparkstate.api.state import TIMERS_FIELD
-from sparkstate.runtime.keygroups import GroupMeta, KeyGroupStore, bucket_address, bucket_hash
+from sparkstate.engine.keygroups import GroupMeta, KeyGroupStore, bucket_address, bucket_hash
 
 
 def test_bucket_hash_is_stable_across_processes():
@@ -18,7 +18,7 @@ def test_bucket_hash_is_stable_across_processes():
     import sys
 
     other = subprocess.run(
-        [sys.executable, "-c", "from sparkstate.runtime.keygroups import bucket_hash; print(bucket_hash('m000001'))"],
+        [sys.executable, "-c", "from sparkstate.engine.keygroups import bucket_hash; print(bucket_hash('m000001'))"],
         capture_output=True, text=True, check=True,
     )
     assert int(other.stdout) == bucket_hash("m000001")

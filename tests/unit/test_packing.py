@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from sparkstate.connectors.generator import UpiPayments
-from sparkstate.runtime.packing import END_OF_INPUT_MS, Packer, end_of_input_row, key_group_of, unpack_events
+from sparkstate.engine.events import END_OF_INPUT_MS, Packer, end_of_input_row, key_group_of, unpack_events
 
 
 def _rows(packed):

@@ -176,7 +176,7 @@ def test_timer_storm_is_stopped():
 
 
 def test_event_time_timers_are_refused_where_no_watermark_can_come():
-    from sparkstate.runtime.operator import KeyedOperator
+    from sparkstate.engine.operator import KeyedOperator
 
     op = KeyedOperator(Scheduler(), ["k"], event_time=False)
     op.open()

@@ -8,7 +8,6 @@ milliseconds (ints), as in Flink.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Any, Iterable
 
 from sparkstate.api.state import (
@@ -27,8 +26,8 @@ from sparkstate.api.state import (
     ValueStateDescriptor,
     handle_for,
 )
-from sparkstate.api.time import MAX_WATERMARK, MIN_WATERMARK
-from sparkstate.errors import StateAccessError, StateDescriptorError, TimerError
+from sparkstate.api.time import MAX_WATERMARK, MIN_WATERMARK, TimeDomain
+from sparkstate.errors import JobDefinitionError, ProcessFunctionError, StateAccessError, StateDescriptorError, TimerError
 
 __all__ = [
     "DEAD_LETTERS",
@@ -42,13 +41,6 @@ __all__ = [
     "TimeDomain",
     "TimerService",
 ]
-
-
-class TimeDomain(IntEnum):
-    """Which clock a timer follows."""
-
-    EVENT_TIME = 0
-    PROCESSING_TIME = 1
 
 
 class TimerService:
@@ -159,7 +151,7 @@ class OutputTag:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.isidentifier():
-            raise ValueError(f"an OutputTag needs a name made of letters, digits and _, got {self.name!r}")
+            raise JobDefinitionError(f"an OutputTag needs a name made of letters, digits and _, got {self.name!r}")
 
 
 #: Events the job could not process (no or unreadable event time): the raw event and the reason.
@@ -191,7 +183,7 @@ class Context:
     def output(self, tag: OutputTag, value: Any) -> None:
         """Emit ``value`` to the side output ``tag`` instead of the main output."""
         if not isinstance(tag, OutputTag):
-            raise TypeError(f"output needs an OutputTag, got {tag!r}")
+            raise ProcessFunctionError(f"ctx.output needs an OutputTag as its first argument, got {tag!r}")
         self._scope.side.append((tag.name, value))
 
 

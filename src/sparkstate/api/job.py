@@ -1,30 +1,26 @@
-"""Building a job: source, key, keyed function, sink, and the settings that shape its state.
+"""Describing a job: source, key, keyed function or window, sink, and the settings that shape its state.
 
-A ``Job`` is an immutable description; ``run`` hands it to the Spark runtime and
-``harness`` to the in-process test harness, so a job's function can be unit-tested exactly
-as it will run.
+A :class:`JobDescription` is immutable and only declares: every builder call returns a new
+description, checked as far as it can be without running anything. Running it (on Spark) and
+harnessing it (in-process) is :class:`sparkstate.Job`'s part, one layer up, so this module
+imports neither the engine nor the runtime. A window job's keyed function is compiled from
+its window settings when it runs (``sparkstate.engine.compile``), not here.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any
 
 from sparkstate.api.agg import Agg, BuiltinAggregates
 from sparkstate.api.checkpointing import CheckpointConfig
 from sparkstate.api.functions import DEAD_LETTERS, LATE_DATA_NAME, KeyedProcessFunction, OutputTag
 from sparkstate.api.schema import Schema
 from sparkstate.api.state import AggregateFunction
-from sparkstate.api.time import Duration, WatermarkStrategy, to_millis
-from sparkstate.api.windows import ProcessWindowFunction, WindowAssigner
-from sparkstate.errors import JobDefinitionError
-
-if TYPE_CHECKING:
-    from sparkstate.runtime.spark_job import RunResult
-    from sparkstate.testing.harness import KeyedHarness
+from sparkstate.api.time import Duration, TimeDomain, WatermarkStrategy, to_millis
+from sparkstate.api.windows import ProcessWindowFunction, WindowAssigner, WindowKind
+from sparkstate.errors import JobDefinitionError, KeyColumnError
 
 #: ``with_settings`` names that are fields of the checkpoint configuration
 _CHECKPOINT_ALIASES = {"state_backend": "state_backend", "trigger_interval": "interval"}
@@ -82,8 +78,9 @@ class JobSettings:
 
 
 @dataclass(frozen=True)
-class Job:
-    """A keyed streaming job.
+class JobDescription:
+    """A keyed streaming job, as declared: what it reads, how it keys, what it computes, where
+    its output goes. :class:`sparkstate.Job` is this description plus ``run`` and ``harness``.
 
     Example::
 
@@ -108,7 +105,7 @@ class Job:
     #: windowing: the assigner, the allowed lateness, and the window function as given
     window_assigner: WindowAssigner | None = None
     lateness_ms: int = 0
-    window_kind: str | None = None
+    window_kind: WindowKind | None = None
     window_function: Any = None
     #: a ProcessWindowFunction that turns each aggregated window into rows (aggregate only)
     window_process: Any = None
@@ -120,7 +117,7 @@ class Job:
         if not isinstance(self.name, str) or not self.name.strip():
             raise JobDefinitionError(f"a job needs a name, got {self.name!r}")
 
-    def source(self, source: Any, *, watermark: WatermarkStrategy | None = None) -> "Job":
+    def source(self, source: Any, *, watermark: WatermarkStrategy | None = None) -> "JobDescription":
         """Read from ``source``; ``watermark`` assigns event time and watermarks."""
         if watermark is not None and not isinstance(watermark, WatermarkStrategy):
             raise JobDefinitionError(f"watermark must be a WatermarkStrategy, got {watermark!r}")
@@ -132,17 +129,17 @@ class Job:
                     "WatermarkStrategy.for_bounded_out_of_orderness(...).with_timestamp_column('ts')"
                 )
             watermark = watermark.with_timestamp_column(column)
-        return replace(self, source_spec=source, watermark=watermark)._windowed()
+        return replace(self, source_spec=source, watermark=watermark)
 
-    def key_by(self, *columns: str) -> "Job":
+    def key_by(self, *columns: str) -> "JobDescription":
         """Partition the stream by these columns; each key gets its own state and timers."""
         if not columns or not all(isinstance(c, str) and c for c in columns):
             raise JobDefinitionError(f"key_by needs one or more column names, got {columns!r}")
         if len(set(columns)) != len(columns):
             raise JobDefinitionError(f"key_by repeats a column: {columns!r}")
-        return replace(self, key_columns=tuple(columns))._windowed()
+        return replace(self, key_columns=tuple(columns))
 
-    def process(self, function: Any, *, output_schema: Any) -> "Job":
+    def process(self, function: Any, *, output_schema: Any) -> "JobDescription":
         """Run ``function`` on the keyed stream; it emits rows of ``output_schema``.
 
         After ``.window(...)``, ``function`` is a :class:`ProcessWindowFunction` that sees each
@@ -153,7 +150,7 @@ class Job:
                 raise JobDefinitionError(
                     f"process after .window(...) needs a ProcessWindowFunction instance, got {function!r}"
                 )
-            return replace(self, window_kind="process", window_function=function, output=Schema.of(output_schema))._windowed()
+            return replace(self, window_kind=WindowKind.PROCESS, window_function=function, output=Schema.of(output_schema))
         if not isinstance(function, KeyedProcessFunction):
             raise JobDefinitionError(
                 f"process needs a KeyedProcessFunction instance, got {function!r}"
@@ -163,7 +160,7 @@ class Job:
 
     # ------------------------------------------------------------------ windows
 
-    def window(self, assigner: WindowAssigner) -> "Job":
+    def window(self, assigner: WindowAssigner) -> "JobDescription":
         """Group each key's elements into windows (tumbling, sliding, session...)."""
         if not self.key_columns:
             raise JobDefinitionError("window(...) needs a keyed stream: call .key_by(...) first")
@@ -171,37 +168,37 @@ class Job:
             raise JobDefinitionError(
                 f"window needs a window assigner such as TumblingEventTimeWindows.of(...), got {assigner!r}"
             )
-        if assigner.time == "event" and self.watermark is None:
+        if assigner.time == TimeDomain.EVENT_TIME and self.watermark is None:
             raise JobDefinitionError(
                 f"{assigner.describe()} need event time: give .source(...) a WatermarkStrategy first"
             )
-        return replace(self, window_assigner=assigner)._windowed()
+        return replace(self, window_assigner=assigner)
 
-    def allowed_lateness(self, lateness: Duration) -> "Job":
+    def allowed_lateness(self, lateness: Duration) -> "JobDescription":
         """Keep windows this long after they fire; a late element re-fires its window."""
         ms = to_millis(lateness, "allowed_lateness")
         if ms < 0:
             raise JobDefinitionError(f"allowed_lateness must not be negative, got {ms} ms")
         if self.window_assigner is None:
             raise JobDefinitionError("allowed_lateness(...) applies to windows: call .window(...) first")
-        if self.window_assigner.time != "event":
+        if self.window_assigner.time != TimeDomain.EVENT_TIME:
             raise JobDefinitionError("allowed_lateness applies to event-time windows only")
-        return replace(self, lateness_ms=ms)._windowed()
+        return replace(self, lateness_ms=ms)
 
-    def side_output_late_data(self, sink: Any) -> "Job":
+    def side_output_late_data(self, sink: Any) -> "JobDescription":
         """Send elements later than the allowed lateness to ``sink`` (by default they are
         kept under the checkpoint directory's ``side-outputs/late_data``)."""
         if self.window_assigner is None:
             raise JobDefinitionError("side_output_late_data(...) applies to windows: call .window(...) first")
         return self._with_side_sink(LATE_DATA_NAME, sink)
 
-    def dead_letters(self, sink: Any) -> "Job":
+    def dead_letters(self, sink: Any) -> "JobDescription":
         """Send records that cannot be processed (no or unreadable event time; text lines that
         are not events of the source's schema) to ``sink`` with the reason (by default: the
         checkpoint directory's ``side-outputs/dead_letters``)."""
         return self._with_side_sink(DEAD_LETTERS.name, sink)
 
-    def side_output(self, tag: OutputTag, sink: Any) -> "Job":
+    def side_output(self, tag: OutputTag, sink: Any) -> "JobDescription":
         """Send the rows a function emits with ``ctx.output(tag, row)`` to ``sink``."""
         if not isinstance(tag, OutputTag):
             raise JobDefinitionError(f"side_output needs an OutputTag, got {tag!r}")
@@ -212,21 +209,21 @@ class Job:
         tags = tuple(t for t in self.side_tags if t.name != tag.name) + (tag,)
         return replace(self, side_tags=tags)._with_side_sink(tag.name, sink)
 
-    def _with_side_sink(self, name: str, sink: Any) -> "Job":
+    def _with_side_sink(self, name: str, sink: Any) -> "JobDescription":
         if sink is None:
             raise JobDefinitionError(f"side output {name!r} needs a sink")
         sinks = tuple((n, s) for n, s in self.side_sinks if n != name) + ((name, sink),)
         return replace(self, side_sinks=sinks)
 
-    def reduce(self, function: Any, *, output_schema: Any) -> "Job":
+    def reduce(self, function: Any, *, output_schema: Any) -> "JobDescription":
         """Fold each window's elements with ``function(a, b) -> element``; the result row gets
         ``window_start`` and ``window_end``."""
         self._need_window("reduce")
         if not callable(function):
             raise JobDefinitionError(f"reduce needs a function (a, b) -> element, got {function!r}")
-        return replace(self, window_kind="reduce", window_function=function, output=Schema.of(output_schema))._windowed()
+        return replace(self, window_kind=WindowKind.REDUCE, window_function=function, output=Schema.of(output_schema))
 
-    def aggregate(self, *aggregates: Any, output_schema: Any = None, window_function: Any = None) -> "Job":
+    def aggregate(self, *aggregates: Any, output_schema: Any = None, window_function: Any = None) -> "JobDescription":
         """Aggregate each window: built-ins (``agg.count()``, ``agg.sum("amount")``...) or one
         :class:`AggregateFunction` whose ``get_result`` returns a dict of output columns.
 
@@ -256,9 +253,9 @@ class Job:
                 "aggregate takes built-in aggregates (agg.count(), agg.sum('x')...) or one AggregateFunction, "
                 f"got {aggregates!r}"
             )
-        job = replace(self, window_kind="aggregate", window_function=function, window_process=window_function)
+        job = replace(self, window_kind=WindowKind.AGGREGATE, window_function=function, window_process=window_function)
         schema = Schema.of(output_schema) if output_schema is not None else job._builtin_output_schema()
-        return replace(job, output=schema)._windowed()
+        return replace(job, output=schema)
 
     def _need_window(self, what: str) -> None:
         if self.window_assigner is None:
@@ -275,8 +272,6 @@ class Job:
         cols = []
         for c in self.key_columns:
             if c not in types:
-                from sparkstate.errors import KeyColumnError
-
                 raise KeyColumnError(f"job {self.name!r}: key column {c!r} is not in the source's columns {list(source.names)}")
             cols.append(f"{c} {types[c]}")
         cols += ["window_start timestamp", "window_end timestamp"]
@@ -288,22 +283,6 @@ class Job:
             cols.append(f"{a.name} {a.output_type(types.get(a.column) if a.column else None)}")
         return Schema.of(", ".join(cols))
 
-    def _windowed(self) -> "Job":
-        """Compile the window settings into the job's keyed function (once all are given)."""
-        if self.window_assigner is None or self.window_kind is None:
-            return self
-        from sparkstate.runtime.windowing import WindowOperator
-
-        late = None
-        if self.window_assigner.time == "event":
-            late = OutputTag(LATE_DATA_NAME, getattr(self.source_spec, "schema_ddl", None))
-        fn = WindowOperator(
-            self.window_assigner, self.window_kind, self.window_function, self.key_columns, self.lateness_ms, late,
-            self.window_process if self.window_kind == "aggregate" else None,
-            self.output.names if self.output is not None else (),
-        )
-        return replace(self, function=fn)
-
     @property
     def side_output_names(self) -> tuple[str, ...]:
         """Every side output this job can produce."""
@@ -311,7 +290,7 @@ class Job:
         # events without a usable event time, and text lines that are not events, are dead letters
         if self.watermark is not None or getattr(self.source_spec, "rejects_malformed", False):
             names.append(DEAD_LETTERS.name)
-        if self.window_assigner is not None and self.window_assigner.time == "event":
+        if self.window_assigner is not None and self.window_assigner.time == TimeDomain.EVENT_TIME:
             names.append(LATE_DATA_NAME)
         return tuple(names)
 
@@ -326,11 +305,11 @@ class Job:
                 return Schema.of(t.schema)
         return None
 
-    def sink(self, sink: Any) -> "Job":
+    def sink(self, sink: Any) -> "JobDescription":
         """Write the function's output to ``sink``."""
         return replace(self, sink_spec=sink)
 
-    def with_settings(self, **changes: Any) -> "Job":
+    def with_settings(self, **changes: Any) -> "JobDescription":
         """Change :class:`JobSettings` fields, e.g. ``job.with_settings(key_groups=256)``.
 
         ``state_backend`` and ``trigger_interval`` change the checkpoint configuration's
@@ -345,7 +324,7 @@ class Job:
             job = job.with_checkpointing(**{_CHECKPOINT_ALIASES[k]: v for k, v in aliases.items()})
         return job
 
-    def with_checkpointing(self, config: CheckpointConfig | None = None, **changes: Any) -> "Job":
+    def with_checkpointing(self, config: CheckpointConfig | None = None, **changes: Any) -> "JobDescription":
         """Set how the job checkpoints: a whole :class:`CheckpointConfig`, or some of its fields.
 
         Example::
@@ -373,7 +352,7 @@ class Job:
             for what, ok in (
                 ("a source (.source(...))", self.source_spec is not None),
                 ("a key (.key_by(...))", bool(self.key_columns)),
-                ("a function (.process(...))", self.function is not None),
+                ("a function (.process(...))", self.function is not None or self.window_kind is not None),
                 ("a sink (.sink(...))", self.sink_spec is not None),
             )
             if not ok
@@ -384,8 +363,6 @@ class Job:
             raise JobDefinitionError(f"job {self.name!r} is missing " + ", ".join(missing))
         schema_ddl = getattr(self.source_spec, "schema_ddl", None)
         if schema_ddl:
-            from sparkstate.errors import KeyColumnError
-
             schema = Schema.of(schema_ddl)
             for col in self.key_columns:
                 if col not in schema.names:
@@ -407,48 +384,3 @@ class Job:
     @property
     def timestamp_column(self) -> str | None:
         return self.watermark.timestamp_column if self.watermark else None
-
-    # ------------------------------------------------------------------ running
-
-    def harness(self, **kwargs: Any) -> "KeyedHarness":
-        """The job's function in the in-process test harness (same key, watermark, schema)."""
-        from sparkstate.testing.harness import KeyedHarness
-
-        if self.function is None or not self.key_columns:
-            raise JobDefinitionError(f"job {self.name!r} needs .key_by(...) and .process(...) for a harness")
-        return KeyedHarness(
-            copy.deepcopy(self.function),  # the job's own function stays unopened for Spark
-            list(self.key_columns),
-            watermark_strategy=self.watermark,
-            output_schema=self.output,
-            **kwargs,
-        )
-
-    def run(
-        self,
-        *,
-        checkpoint_dir: str | Path | None = None,
-        spark: Any = None,
-        on_progress: Callable[[dict], None] | None = None,
-        timeout: float | None = None,
-        log_file: str | Path | None = None,
-        until: Callable[["RunResult"], bool] | None = None,
-    ) -> "RunResult":
-        """Run on Spark until a bounded source is exhausted, ``until(result)`` holds, or
-        ``timeout`` seconds pass (an unbounded source needs one of the two).
-
-        ``checkpoint_dir`` (a path or a Hadoop-compatible URI) defaults to the checkpoint
-        configuration's ``directory``. Re-running with the same directory resumes where the
-        last run committed.
-        """
-        from sparkstate.runtime.spark_job import run_job
-
-        return run_job(
-            self,
-            checkpoint_dir=checkpoint_dir if checkpoint_dir is not None else self.settings.checkpoint.directory,
-            spark=spark,
-            on_progress=on_progress,
-            timeout=timeout,
-            log_file=log_file,
-            until=until,
-        )

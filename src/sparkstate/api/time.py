@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from enum import IntEnum
 from typing import Any, Callable
 
 from sparkstate.errors import JobDefinitionError
@@ -14,6 +15,18 @@ Duration = timedelta | int
 MIN_WATERMARK = -(2**63)
 #: The watermark a bounded input ends with (Flink's final ``Long.MAX_VALUE`` watermark).
 MAX_WATERMARK = 2**63 - 1
+
+
+class TimeDomain(IntEnum):
+    """Which clock a timer (or a window) follows; the int value indexes per-domain pairs."""
+
+    EVENT_TIME = 0
+    PROCESSING_TIME = 1
+
+    @property
+    def label(self) -> str:
+        """``"event"`` or ``"processing"``, as in "event-time windows"."""
+        return "event" if self is TimeDomain.EVENT_TIME else "processing"
 
 
 def to_millis(d: Duration, what: str = "duration") -> int:

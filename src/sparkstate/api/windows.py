@@ -10,7 +10,7 @@ Example::
         .source(UpiPayments(), watermark=WatermarkStrategy.for_bounded_out_of_orderness(timedelta(seconds=5)))
         .key_by("merchant_id")
         .window(TumblingEventTimeWindows.of(timedelta(minutes=1)))
-        .aggregate(count("payments"), sum_("amount", "total"))
+        .aggregate(agg.count("payments"), agg.sum("amount", "total"))
         .sink(ConsoleSink())
     )
 """
@@ -18,10 +18,19 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Iterable
 
-from sparkstate.api.time import Duration, to_millis
+from sparkstate.api.time import Duration, TimeDomain, to_millis
 from sparkstate.errors import JobDefinitionError
+
+
+class WindowKind(StrEnum):
+    """How a window's elements become its result: ``Job.reduce``, ``.aggregate`` or ``.process``."""
+
+    REDUCE = "reduce"
+    AGGREGATE = "aggregate"
+    PROCESS = "process"
 
 
 @dataclass(frozen=True, order=True)
@@ -58,8 +67,8 @@ def window_start(timestamp: int, offset: int, size: int) -> int:
 class WindowAssigner:
     """Which windows an element belongs to."""
 
-    #: "event" or "processing": the clock that assigns and fires the windows
-    time: str = "event"
+    #: the clock that assigns and fires the windows
+    time: TimeDomain = TimeDomain.EVENT_TIME
     #: sessions merge overlapping windows
     merging: bool = False
     kind: str = ""
@@ -99,7 +108,7 @@ class _Tumbling(WindowAssigner):
         return self.size
 
     def describe(self) -> str:
-        return f"tumbling {self.time}-time windows of {self.size} ms"
+        return f"tumbling {self.time.label}-time windows of {self.size} ms"
 
 
 @dataclass(frozen=True)
@@ -158,7 +167,7 @@ class EventTimeSessionWindows(WindowAssigner):
 class TumblingProcessingTimeWindows(_Tumbling):
     """Fixed windows of ``size`` in processing time (the micro-batch clock on Spark)."""
 
-    time = "processing"
+    time = TimeDomain.PROCESSING_TIME
 
 
 class WindowContext:

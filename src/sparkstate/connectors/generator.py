@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from sparkstate.connectors.sources import EXACTLY_ONCE
+from sparkstate.errors import JobDefinitionError
 
 CHUNK = 1 << 16
 DEVICES = ("android", "ios", "web")
@@ -79,7 +80,6 @@ class Generator:
     guarantee_why: ClassVar[str] = "replayable"
 
     def __post_init__(self) -> None:
-        from sparkstate.errors import JobDefinitionError
 
         if self.events is not None and self.events < 0:
             raise JobDefinitionError(f"events must be >= 0, got {self.events}")
@@ -180,7 +180,7 @@ class Generator:
         """Events ``[start, end)`` as dicts (timestamps in epoch ms), e.g. for the test harness."""
         stop = self.events if end is None else end
         if stop is None:
-            raise ValueError("an unbounded generator needs an explicit end")
+            raise JobDefinitionError(f"{type(self).__name__} is unbounded (events=None): pass end=... to events_as_dicts")
         batch = self.generate(start, min(stop, self.events if self.events is not None else stop))
         table = pa.Table.from_batches([batch])
         for i, f in enumerate(table.schema):

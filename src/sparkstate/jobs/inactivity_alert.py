@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sparkstate.api.functions import Context, KeyedProcessFunction, OnTimerContext, RuntimeContext
-from sparkstate.api.job import Job
+from sparkstate.job import Job
 from sparkstate.api.state import ValueStateDescriptor
 from sparkstate.api.time import WatermarkStrategy
 from sparkstate.connectors.generator import UpiPayments

@@ -6,7 +6,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from sparkstate.api.job import Job
+from sparkstate.job import Job
 from sparkstate.connectors.generator import Generator, UpiPayments
 from sparkstate.errors import JobDefinitionError
 

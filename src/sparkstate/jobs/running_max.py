@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sparkstate.api.functions import Context, KeyedProcessFunction, RuntimeContext
-from sparkstate.api.job import Job
+from sparkstate.job import Job
 from sparkstate.api.state import ReducingStateDescriptor
 from sparkstate.connectors.generator import UpiPayments
 from sparkstate.connectors.sinks import NoopSink

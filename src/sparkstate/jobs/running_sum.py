@@ -7,7 +7,7 @@ total and emits both.
 from __future__ import annotations
 
 from sparkstate.api.functions import Context, KeyedProcessFunction, RuntimeContext
-from sparkstate.api.job import Job
+from sparkstate.job import Job
 from sparkstate.api.state import ValueStateDescriptor
 from sparkstate.connectors.generator import UpiPayments
 from sparkstate.connectors.sinks import NoopSink

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sparkstate.api.job import Job
+from sparkstate.job import Job
 from sparkstate.api.state import AggregateFunction
 from sparkstate.api.time import WatermarkStrategy
 from sparkstate.api.windows import EventTimeSessionWindows

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sparkstate.api import agg
-from sparkstate.api.job import Job
+from sparkstate.job import Job
 from sparkstate.api.time import WatermarkStrategy
 from sparkstate.api.windows import TumblingEventTimeWindows
 from sparkstate.connectors.generator import UpiPayments

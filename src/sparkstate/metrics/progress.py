@@ -3,7 +3,7 @@
 Figures come from Spark's own progress reports (one per micro-batch): batch duration, the
 state store's entry count and size (RocksDB's SST files, or the hashmap's current version),
 and the watermark; event counts come from sparkstate's source offsets, and each checkpoint's
-duration and size from ``metrics/checkpoints.py``.
+duration and size from ``runtime/checkpoint_stats.py``.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from sparkstate.metrics.checkpoints import CheckpointStats, state_bytes, summary
-from sparkstate.runtime.spark_job import RunResult
+from sparkstate.runtime.checkpoint_stats import CheckpointStats, state_bytes, summary
+from sparkstate.runtime.result import RunResult
 
 
 def human_bytes(n: float | None) -> str:

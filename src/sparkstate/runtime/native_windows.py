@@ -1,6 +1,6 @@
 """The native path: built-in window aggregates as Spark SQL ``groupBy(window(...)).agg(...)``.
 
-It gives the rows of the Python path (``runtime/windowing.py``) with Spark's own operator:
+It gives the rows of the Python path (``engine/windows.py``) with Spark's own operator:
 
 * Spark emits a window in append mode once ``window.end <= watermark`` and drops rows of
   windows already emitted; Flink fires at ``watermark >= end - 1`` and drops elements of windows
@@ -56,9 +56,9 @@ def native_frame(spark: Any, job: Any, marker: bool, scratch_dir: str | None = N
 
 def build_native_query(job: Any, spark: Any, checkpoint_dir: str | Path, marker: bool) -> Any:
     """The configured ``DataStreamWriter`` of a native window job."""
-    from sparkstate.runtime.spark_job import _query_name, checkpointed, scratch_dir
+    from sparkstate.runtime.query import checkpointed, query_name, scratch_dir
     from sparkstate.runtime.spark_sinks import attach
 
     out = native_frame(spark, job, marker, scratch_dir=scratch_dir(checkpoint_dir))
-    writer = attach(job.sink_spec, out.writeStream.queryName(_query_name(job.name)).outputMode("append"))
+    writer = attach(job.sink_spec, out.writeStream.queryName(query_name(job.name)).outputMode("append"))
     return checkpointed(writer, job, checkpoint_dir)

@@ -4,8 +4,8 @@ Spark groups the packed input by key group and calls sparkstate once per group a
 micro-batch, and again for groups that asked to be woken without input (a processing-time
 timer came due, or an event-time timer may have come due because the watermark moved). Each
 call loads the group's meta entry and the buckets it needs
-(:mod:`sparkstate.runtime.keygroups`), runs the batch through the shared
-:class:`~sparkstate.runtime.operator.KeyedOperator`, and writes back the touched buckets.
+(:mod:`sparkstate.engine.keygroups`), runs the batch through the shared
+:class:`~sparkstate.engine.operator.KeyedOperator`, and writes back the touched buckets.
 
 Two Spark operators carry this, one per state backend:
 
@@ -42,10 +42,10 @@ from pyspark.sql.streaming.stateful_processor import (
 
 from sparkstate.api.functions import MAX_WATERMARK, MIN_WATERMARK, KeyedProcessFunction
 from sparkstate.api.schema import Schema
-from sparkstate.runtime.keygroups import PICKLE_PROTOCOL, GroupMeta, KeyGroupStore
-from sparkstate.runtime.operator import KeyedOperator
-from sparkstate.runtime.output import arrow_table
-from sparkstate.runtime.packing import has_map, unpack_events
+from sparkstate.engine.keygroups import PICKLE_PROTOCOL, GroupMeta, KeyGroupStore
+from sparkstate.engine.operator import KeyedOperator
+from sparkstate.engine.output import arrow_table
+from sparkstate.engine.events import has_map, unpack_events
 
 #: side rows: the side output's name, and the row pickled (main rows have nulls here)
 SIDE_COLUMN = "__side"

@@ -22,7 +22,7 @@ from typing import Any
 from sparkstate.connectors import database
 from sparkstate.connectors.sinks import ConsoleSink, DatabaseSink, ForeachBatchSink, MemorySink, NoopSink, ParquetSink
 from sparkstate.errors import JobDefinitionError
-from sparkstate.runtime.output import python_rows
+from sparkstate.engine.output import python_rows
 
 
 def _print_batch(sink: ConsoleSink, df: Any, batch_id: int, title: str = "") -> None:
@@ -106,7 +106,7 @@ def write_side(sink: Any, name: str, rows: list, schema: Any, spark: Any, batch_
     """Write one batch's rows of side output ``name`` (Python rows) to ``sink``."""
     import pyarrow as pa
 
-    from sparkstate.runtime.output import arrow_table
+    from sparkstate.engine.output import arrow_table
 
     if isinstance(sink, NoopSink):
         return

@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -29,7 +29,7 @@ from sparkstate.api.schema import Schema
 from sparkstate.connectors.generator import GENERATORS, Generator
 from sparkstate.connectors.sources import DataFrameSource, FileSource, ListSource, SocketSource
 from sparkstate.errors import JobDefinitionError, SourceError
-from sparkstate.runtime.packing import END_OF_INPUT_MS, PACKED_SCHEMA, Packer, end_of_input_row, make_packer
+from sparkstate.engine.events import END_OF_INPUT_MS, PACKED_SCHEMA, Packer, end_of_input_row
 
 GENERATOR_FORMAT = "sparkstate_generator"
 LIST_FORMAT = "sparkstate_list"
@@ -100,6 +100,26 @@ def _raw_marker(options: dict[str, str]) -> str | None:
 
 def _offset(value: Any) -> int:
     return int(value["offset"])
+
+
+def make_packer(
+    key_columns: Sequence[str], key_groups: int, time_column: str | None,
+    timestamp_assigner: Callable[[dict], Any] | None = None, parser: Any = None,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function given to ``mapInArrow`` (the partition id comes from Spark's TaskContext).
+
+    With ``parser`` (a ``LineParser``) its input is text lines, parsed on the way.
+    """
+    packer = Packer(key_columns, key_groups, time_column, timestamp_assigner)
+
+    def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        part = ctx.partitionId() if ctx else 0
+        yield from packer.pack_all(batches, part) if parser is None else packer.pack_lines(parser, batches, part)
+
+    return pack
 
 
 # --------------------------------------------------------------------------- generator

@@ -10,7 +10,7 @@ import pickle
 from pathlib import Path
 from typing import Any
 
-from sparkstate.runtime.keygroups import GroupMeta
+from sparkstate.engine.keygroups import GroupMeta
 from sparkstate.runtime.spark_processor import META_STATE
 
 

@@ -1,6 +1,6 @@
 """Run a keyed function in-process, without Spark, with clocks the test controls.
 
-The harness drives the same :class:`~sparkstate.runtime.operator.KeyedOperator` as the Spark
+The harness drives the same :class:`~sparkstate.engine.operator.KeyedOperator` as the Spark
 runtime, batch by batch, so a function behaves the same in a unit test and in a job. By
 default every record is pickled and unpickled after each batch, as the Spark runtime does
 when it writes state to RocksDB: a value that cannot be checkpointed fails here first, and a
@@ -17,10 +17,10 @@ from sparkstate.api.schema import Schema
 from sparkstate.api.state import TIMERS_FIELD
 from sparkstate.api.time import WatermarkStrategy
 from sparkstate.errors import JobDefinitionError
-from sparkstate.runtime.keygroups import dumps_state
-from sparkstate.runtime.operator import KeyedOperator, due_timer_limits, timestamp_reader, to_epoch_millis
-from sparkstate.runtime.output import arrow_table, python_rows
-from sparkstate.runtime.packing import EventColumns
+from sparkstate.engine.keygroups import dumps_state
+from sparkstate.engine.operator import KeyedOperator, due_timer_limits, timestamp_reader, to_epoch_millis
+from sparkstate.engine.output import arrow_table, python_rows
+from sparkstate.engine.events import EventColumns
 
 
 class KeyedHarness:

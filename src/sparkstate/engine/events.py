@@ -30,7 +30,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkstate.runtime.operator import timestamp_reader, to_epoch_millis
+from sparkstate.engine.operator import timestamp_reader, to_epoch_millis
 
 PACKED_SCHEMA = "kg int, part int, seq int, ts timestamp, blob binary"
 PACKED_ARROW_SCHEMA = pa.schema(
@@ -190,26 +190,6 @@ def end_of_input_row(part: int = 0, seq: int = 2**31 - 1) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist(
         [{"kg": 0, "part": part, "seq": seq, "ts": END_OF_INPUT_MS * 1000, "blob": None}], schema=PACKED_ARROW_SCHEMA
     )
-
-
-def make_packer(
-    key_columns: Sequence[str], key_groups: int, time_column: str | None,
-    timestamp_assigner: Callable[[dict], Any] | None = None, parser: Any = None,
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function given to ``mapInArrow`` (the partition id comes from Spark's TaskContext).
-
-    With ``parser`` (a ``LineParser``) its input is text lines, parsed on the way.
-    """
-    packer = Packer(key_columns, key_groups, time_column, timestamp_assigner)
-
-    def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        part = ctx.partitionId() if ctx else 0
-        yield from packer.pack_all(batches, part) if parser is None else packer.pack_lines(parser, batches, part)
-
-    return pack
 
 
 _MAKERS: dict[tuple[str, ...], Callable[..., dict]] = {}

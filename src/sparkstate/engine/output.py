@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from sparkstate.api.schema import Schema
 from sparkstate.errors import OutputSchemaError
-from sparkstate.runtime.packing import has_map
+from sparkstate.engine.events import has_map
 
 
 def _column(values: list, target: pa.DataType) -> pa.Array:

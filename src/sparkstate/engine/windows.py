@@ -1,8 +1,10 @@
 """Windows as a built-in keyed function: Flink's ``WindowOperator`` on sparkstate's keyed state.
 
-A windowed job compiles to :class:`WindowOperator`, an ordinary ``KeyedProcessFunction``, so
+A windowed job compiles (``engine/compile.py``) to :class:`WindowOperator`, a
+:class:`~sparkstate.engine.operator.BuiltinFunction`: its state is ordinary keyed state, so
 windows get everything keyed functions have (key groups, RocksDB buckets, timers that survive
-restarts, the harness) with no engine code of their own. A window's *contents* are an
+restarts, the harness) with no engine code of their own; as a built-in it reads the
+operator's batch scope directly and runs whole key groups for non-merging windows. A window's *contents* are an
 accumulator (``aggregate``), the reduced element (``reduce``) or the list of elements
 (``process``). Where they live depends on the assigner:
 
@@ -34,11 +36,12 @@ from operator import itemgetter
 from typing import Any, Callable, Iterable
 
 from sparkstate.api.agg import BuiltinAggregates
-from sparkstate.api.functions import MIN_WATERMARK, KeyedProcessFunction, OutputTag, TimeDomain
+from sparkstate.api.functions import MIN_WATERMARK, OutputTag, TimeDomain
 from sparkstate.api.state import TIMERS_FIELD, AggregateFunction, MapStateDescriptor
-from sparkstate.api.windows import ProcessWindowFunction, TimeWindow, WindowAssigner, WindowContext
-from sparkstate.errors import CheckpointMismatchError, ProcessFunctionError, SparkStateError
-from sparkstate.runtime.packing import EventColumns
+from sparkstate.api.windows import ProcessWindowFunction, TimeWindow, WindowAssigner, WindowContext, WindowKind
+from sparkstate.engine.events import EventColumns
+from sparkstate.engine.operator import BuiltinFunction, GroupRunner, KeyedOperator
+from sparkstate.errors import CheckpointMismatchError, JobDefinitionError, ProcessFunctionError, SparkStateError
 
 WINDOWS_STATE = "windows"
 WINDOW_START = "window_start"
@@ -46,7 +49,7 @@ WINDOW_END = "window_end"
 EVENT, PROC = int(TimeDomain.EVENT_TIME), int(TimeDomain.PROCESSING_TIME)
 
 
-class WindowOperator(KeyedProcessFunction):
+class WindowOperator(BuiltinFunction):
     """Runs ``assigner`` windows with one window function (``reduce``, ``aggregate`` or ``process``)."""
 
     def __init__(
@@ -60,13 +63,13 @@ class WindowOperator(KeyedProcessFunction):
         window_process: ProcessWindowFunction | None = None,
         output_names: tuple[str, ...] = (),
     ) -> None:
-        if kind not in ("reduce", "aggregate", "process"):
-            raise ValueError(f"unknown window function kind {kind!r}")
+        if kind not in tuple(WindowKind):
+            raise JobDefinitionError(f"unknown window function kind {kind!r}; one of {[k.value for k in WindowKind]}")
         self.assigner = assigner
         self.kind = kind
         self.function = function
         self.key_columns = tuple(key_columns)
-        self.allowed_lateness = allowed_lateness if assigner.time == "event" else 0
+        self.allowed_lateness = allowed_lateness if assigner.time == TimeDomain.EVENT_TIME else 0
         self.late_tag = late_tag
         self.window_process = window_process
         #: the output schema's column order (built-in aggregates then emit tuples in it)
@@ -74,17 +77,16 @@ class WindowOperator(KeyedProcessFunction):
 
     def open(self, ctx: Any) -> None:
         ctx.get_map_state(MapStateDescriptor(WINDOWS_STATE, tuple, object))
-        self._scope = ctx._scope
-        self._event_time = self.assigner.time == "event"
+        self._event_time = self.assigner.time == TimeDomain.EVENT_TIME
         self._domain = EVENT if self._event_time else PROC
         fn = self.function
         # every kind as (create, add): a window's first element goes to add(value, create())
-        if self.kind == "aggregate":
+        if self.kind == WindowKind.AGGREGATE:
             agg: AggregateFunction = fn
             self._create: Callable[[], Any] = agg.create_accumulator
             self._add: Callable[[Any, Any], Any] = agg.add
             self._merge: Callable[[Any, Any], Any] = agg.merge
-        elif self.kind == "reduce":
+        elif self.kind == WindowKind.REDUCE:
             self._create = _nothing
             self._add = lambda ev, acc: dict(ev) if acc is None else fn(acc, ev)
             self._merge = fn
@@ -101,15 +103,19 @@ class WindowOperator(KeyedProcessFunction):
             cols = self.key_columns
             self._key_row = lambda key: dict(zip(cols, key))
         self._bounds = self.assigner.bounds
-        if not self.assigner.merging:
-            # KeyedOperator hands whole key groups to _run_panes instead of calling
-            # process_element and on_timer per event and per timer
-            self.run_key_group = self._run_panes
         #: built-in aggregates make the whole output row in one generated call
         self._row = (
             fn.window_row(self.key_columns, WINDOW_START, WINDOW_END, self.output_names)
             if isinstance(fn, BuiltinAggregates) and self.window_process is None else None
         )
+
+    def attach(self, operator: KeyedOperator) -> None:
+        self._scope = operator.scope
+
+    def group_runner(self) -> GroupRunner | None:
+        # non-merging windows: the operator hands whole key groups to _run_panes instead of
+        # calling process_element and on_timer per event and per timer
+        return None if self.assigner.merging else self._run_panes
 
     # ------------------------------------------------------------------ elements
 
@@ -387,8 +393,8 @@ class WindowOperator(KeyedProcessFunction):
 
     def _emit(self, key: Any, window: tuple[int, int], acc: Any) -> list:
         kind = self.kind
-        if kind == "process" or self.window_process is not None:
-            if kind == "process":
+        if kind == WindowKind.PROCESS or self.window_process is not None:
+            if kind == WindowKind.PROCESS:
                 fn: ProcessWindowFunction = self.function
                 elements = list(acc)
             else:
@@ -397,7 +403,7 @@ class WindowOperator(KeyedProcessFunction):
             return list(rows) if rows is not None else []
         if self._row is not None:
             return [self._row(key, window[0], window[1], acc)]
-        if kind == "reduce":
+        if kind == WindowKind.REDUCE:
             row = dict(acc)
         else:
             result = self.function.get_result(acc)

@@ -39,7 +39,7 @@ from sparkstate.api.functions import (
     TimerService,
 )
 from sparkstate.api.state import TIMERS_FIELD, KeyScope, StateDescriptor
-from sparkstate.errors import KeyColumnError, ProcessFunctionError, SparkStateError, TimerError
+from sparkstate.errors import JobDefinitionError, KeyColumnError, ProcessFunctionError, SparkStateError, TimerError
 
 #: on_timer may register already-due timers; after this many rounds in one batch it is a loop.
 MAX_TIMER_ROUNDS = 10_000
@@ -100,6 +100,28 @@ def key_getter(key_columns: Sequence[str]) -> Callable[[dict], Any]:
     return lambda ev: getter(ev)
 
 
+#: runs one key group's batch at once: ``(operator, events, due candidates) -> rows``
+GroupRunner = Callable[["KeyedOperator", Iterable[dict], Iterable[tuple[Any, dict]]], list]
+
+
+class BuiltinFunction(KeyedProcessFunction):
+    """A keyed function the engine provides itself (the window operator), not a user's.
+
+    The operator attaches itself after ``open``: a built-in reads the batch's scope (clocks,
+    the current key and record, side outputs, timers that became due) directly rather than
+    through the user-facing contexts, and it may take over whole key groups by returning a
+    :data:`GroupRunner` from :meth:`group_runner` (the operator then runs it instead of steps
+    1-3 of the module docs, and the runner must keep their order and rules).
+    """
+
+    def attach(self, operator: "KeyedOperator") -> None:
+        """Called once by ``operator`` after :meth:`open`."""
+
+    def group_runner(self) -> GroupRunner | None:
+        """What runs a key group's batch at once, or None to be called per element and timer."""
+        return None
+
+
 class KeyedOperator:
     """Executes a keyed function over records handed in by an engine (see module docs)."""
 
@@ -112,7 +134,7 @@ class KeyedOperator:
         timestamp_assigner: Callable[[dict], Any] | None = None,
     ) -> None:
         if not isinstance(fn, KeyedProcessFunction):
-            raise TypeError(f"expected a KeyedProcessFunction instance, got {fn!r}")
+            raise JobDefinitionError(f"expected a KeyedProcessFunction instance, got {fn!r}")
         self.fn = fn
         self.name = type(fn).__name__
         self.key_columns = list(key_columns)
@@ -131,7 +153,7 @@ class KeyedOperator:
         self.touched: dict[Any, dict] = {}
         self._load: Callable[[Any], dict] = lambda key: {}
         self._opened = False
-        self._run_key_group: Callable[..., list] | None = None
+        self._run_key_group: GroupRunner | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -140,7 +162,9 @@ class KeyedOperator:
         if not self._opened:
             try:
                 self.fn.open(self.runtime_context)
-                self._run_key_group = getattr(self.fn, "run_key_group", None)
+                if isinstance(self.fn, BuiltinFunction):
+                    self.fn.attach(self)
+                    self._run_key_group = self.fn.group_runner()
             except SparkStateError:
                 raise
             except Exception as exc:
@@ -184,7 +208,7 @@ class KeyedOperator:
         rejected = getattr(events, "dead_letters", None)
         if rejected:
             self.scope.side.extend((DEAD_LETTERS.name, row) for row in rejected)
-        if self._run_key_group is not None:  # a built-in function that runs a whole group at once
+        if self._run_key_group is not None:  # a built-in function that runs a whole key group at once
             return self._run_key_group(self, events, due_candidates)
         out = self.fire_due(due_candidates)
         out.extend(self.process(events))

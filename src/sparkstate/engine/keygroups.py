@@ -21,7 +21,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from sparkstate.runtime.operator import timer_minimums
+from sparkstate.engine.operator import timer_minimums
+from sparkstate.errors import CheckpointMismatchError, StateTypeError
 
 PICKLE_PROTOCOL = 5
 LAYOUT_VERSION = 1
@@ -35,7 +36,7 @@ def dumps_state(obj: Any) -> bytes:
     try:
         return pickle.dumps(obj, protocol=PICKLE_PROTOCOL)
     except (pickle.PicklingError, AttributeError, TypeError) as first:
-        from pyspark import cloudpickle
+        import cloudpickle
 
         try:
             return cloudpickle.dumps(obj, protocol=PICKLE_PROTOCOL)
@@ -44,9 +45,7 @@ def dumps_state(obj: Any) -> bytes:
 
 
 def _unpicklable(obj: Any, exc: Exception) -> Exception:
-    from pyspark import cloudpickle
-
-    from sparkstate.errors import StateTypeError
+    import cloudpickle
 
     records = obj.items() if isinstance(obj, dict) else []
     for key, rec in records:
@@ -116,7 +115,11 @@ class GroupMeta:
             return GroupMeta()
         version, n_buckets, n_keys, event_min, proc_min, wake = pickle.loads(blob)
         if version != LAYOUT_VERSION:
-            raise RuntimeError(f"state layout version {version} is not supported (expected {LAYOUT_VERSION})")
+            raise CheckpointMismatchError(
+                f"the checkpoint's state is in layout version {version}, which this version of sparkstate "
+                f"does not read (it reads {LAYOUT_VERSION}); run the sparkstate version that wrote it, or start "
+                "from a new checkpoint directory"
+            )
         return GroupMeta(n_buckets, n_keys, event_min, proc_min, wake, version)
 
     def next_wake(self, processing_time: int) -> int | None:

@@ -1,0 +1,42 @@
+"""The keyed function a job runs: the user's own, or a window operator compiled from the job's
+window settings.
+
+This is the one place a window job becomes executable. The harness calls it, and so does the
+Spark runtime once the planner has chosen the Python path (the native path runs Spark SQL and
+needs no function); the description itself stays free of engine objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkstate.api.functions import LATE_DATA_NAME, KeyedProcessFunction, OutputTag, TimeDomain
+from sparkstate.api.job import JobDescription
+from sparkstate.api.windows import WindowKind
+from sparkstate.engine.windows import WindowOperator
+from sparkstate.errors import JobDefinitionError
+
+
+def keyed_function(job: JobDescription) -> KeyedProcessFunction:
+    """The function that runs ``job``'s keyed stream (a new window operator for a window job)."""
+    if job.window_assigner is None or job.window_kind is None:
+        if job.function is None:
+            raise JobDefinitionError(f"job {job.name!r} has no keyed function: call .process(...) (or .window(...) and a window function)")
+        return job.function
+    late = None
+    if job.window_assigner.time == TimeDomain.EVENT_TIME:
+        late = OutputTag(LATE_DATA_NAME, _source_ddl(job))
+    return WindowOperator(
+        job.window_assigner,
+        job.window_kind,
+        job.window_function,
+        job.key_columns,
+        job.lateness_ms,
+        late,
+        job.window_process if job.window_kind == WindowKind.AGGREGATE else None,
+        job.output.names if job.output is not None else (),
+    )
+
+
+def _source_ddl(job: JobDescription) -> Any:
+    return getattr(job.source_spec, "schema_ddl", None)

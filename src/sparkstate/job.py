@@ -1,0 +1,82 @@
+"""``Job``: a job description that can also run, on Spark or in the in-process harness.
+
+It lives above ``api``, ``engine``, ``runtime`` and ``testing`` so that the description
+(``sparkstate.api.job``) imports none of them: running a job is the runtime's business and
+harnessing it the test harness's; both are imported only when asked for.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from sparkstate.api.job import JobDescription
+from sparkstate.errors import JobDefinitionError
+
+if TYPE_CHECKING:
+    from sparkstate.runtime.result import RunResult
+    from sparkstate.testing.harness import KeyedHarness
+
+
+@dataclass(frozen=True)
+class Job(JobDescription):
+    """A keyed streaming job: build it (see :class:`~sparkstate.api.job.JobDescription`), then
+    ``run()`` it on Spark or test its function with ``harness()``.
+
+    Example::
+
+        job = (
+            Job("running-sum")
+            .source(UpiPayments(events=100_000))
+            .key_by("merchant_id")
+            .process(RunningSum(), output_schema="merchant_id string, count bigint, total double")
+            .sink(ParquetSink("out/running-sum"))
+        )
+        result = job.run(checkpoint_dir="checkpoints/running-sum")
+    """
+
+    def harness(self, **kwargs: Any) -> "KeyedHarness":
+        """The job's function in the in-process test harness (same key, watermark, schema)."""
+        from sparkstate.engine.compile import keyed_function
+        from sparkstate.testing.harness import KeyedHarness
+
+        if (self.function is None and self.window_kind is None) or not self.key_columns:
+            raise JobDefinitionError(f"job {self.name!r} needs .key_by(...) and .process(...) for a harness")
+        return KeyedHarness(
+            copy.deepcopy(keyed_function(self)),  # the job's own function stays unopened for Spark
+            list(self.key_columns),
+            watermark_strategy=self.watermark,
+            output_schema=self.output,
+            **kwargs,
+        )
+
+    def run(
+        self,
+        *,
+        checkpoint_dir: str | Path | None = None,
+        spark: Any = None,
+        on_progress: Callable[[dict], None] | None = None,
+        timeout: float | None = None,
+        log_file: str | Path | None = None,
+        until: Callable[["RunResult"], bool] | None = None,
+    ) -> "RunResult":
+        """Run on Spark until a bounded source is exhausted, ``until(result)`` holds, or
+        ``timeout`` seconds pass (an unbounded source needs one of the two).
+
+        ``checkpoint_dir`` (a path or a Hadoop-compatible URI) defaults to the checkpoint
+        configuration's ``directory``. Re-running with the same directory resumes where the
+        last run committed.
+        """
+        from sparkstate.runtime.run_loop import run_job
+
+        return run_job(
+            self,
+            checkpoint_dir=checkpoint_dir if checkpoint_dir is not None else self.settings.checkpoint.directory,
+            spark=spark,
+            on_progress=on_progress,
+            timeout=timeout,
+            log_file=log_file,
+            until=until,
+        )

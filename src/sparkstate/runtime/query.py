@@ -1,0 +1,128 @@
+"""Turning a job into a Spark streaming query: the operator's spec, the query, its checkpoint and trigger.
+
+The query of the Python path is::
+
+    packed source (or source -> mapInArrow(pack)) -> [withWatermark(ts)]
+        -> groupBy(key group).transformWithStateInPandas(KeyGroupProcessor) -> sink
+
+(``native_windows`` builds the native path's). Spark checkpoints the source offsets, the
+watermark and the state store together at every micro-batch, and a batch that fails commits
+none of them, so a restart replays it whole. The job's
+:class:`~sparkstate.api.checkpointing.CheckpointConfig` gives the query its trigger.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from sparkstate.api.functions import KeyedProcessFunction
+from sparkstate.api.job import JobDescription as Job
+from sparkstate.engine.events import END_OF_INPUT_MS
+from sparkstate.errors import JobDefinitionError
+from sparkstate.runtime import storage
+
+
+def output_arrow(job: Job) -> Any:
+    """The Arrow schema of the job's output (needs a running Spark to parse the DDL)."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    try:
+        struct = StructType.fromDDL(job.output.ddl)  # type: ignore[union-attr]
+    except PySparkException as exc:
+        raise JobDefinitionError(f"job {job.name!r}: cannot read output schema ({job.output.ddl}): {exc}") from None  # type: ignore[union-attr]
+    return to_arrow_schema(struct, timezone="UTC")
+
+
+def watermark_delay_ms(job: Job) -> int:
+    """Spark's withWatermark delay: Flink's watermark is max(ts) - out_of_orderness - 1 ms."""
+    return (job.watermark.max_out_of_orderness_ms if job.watermark else 0) + 1
+
+
+def uses_end_marker(job: Job, fn: KeyedProcessFunction) -> bool:
+    """Whether the bounded source ends with the end-of-input marker for this job.
+
+    Only a function with timers can see the final watermark, so only its job pays the two
+    extra micro-batches; and a stream's last run keeps the plan of its earlier ones.
+    """
+    return bool(getattr(job.source_spec, "has_end_marker", False)) and type(fn).defines_on_timer()
+
+
+def operator_spec(job: Job, fn: KeyedProcessFunction, output_arrow: Any) -> Any:
+    from sparkstate.runtime.spark_processor import OperatorSpec
+
+    marker = uses_end_marker(job, fn)
+    return OperatorSpec(
+        fn=fn,
+        key_columns=job.key_columns,
+        timestamp_column=job.timestamp_column,
+        output=job.output,  # type: ignore[arg-type]
+        output_arrow=output_arrow,
+        bucket_size=job.settings.bucket_size,
+        event_time=job.watermark is not None or marker,
+        end_watermark=END_OF_INPUT_MS - watermark_delay_ms(job) if marker else None,
+        side_outputs=job.side_output_names,
+        timestamp_assigner=job.watermark.timestamp_assigner if job.watermark else None,
+    )
+
+
+def side_output_dir(checkpoint_dir: str | Path) -> str:
+    """Where side outputs without a sink of their own are kept (Parquet, one folder per batch)."""
+    return storage.join(str(checkpoint_dir), "side-outputs")
+
+
+def scratch_dir(checkpoint_dir: str | Path) -> str | None:
+    """Where a list source's events are written for Spark's Python workers to read: beside a
+    local checkpoint, else a temporary directory (they are written again by every run)."""
+    return storage.join(str(checkpoint_dir), "sparkstate-sources") if storage.is_local(str(checkpoint_dir)) else None
+
+
+def checkpointed(writer: Any, job: Job, checkpoint_dir: str | Path) -> Any:
+    """``writer`` checkpointing into ``checkpoint_dir`` at the job's checkpoint interval."""
+    return writer.option("checkpointLocation", str(checkpoint_dir)).trigger(processingTime=job.settings.checkpoint.trigger)
+
+
+def build_query(
+    job: Job, spec: Any, spark: Any, checkpoint_dir: str | Path, side_counts: dict[int, dict[str, int]] | None = None
+) -> Any:
+    """The configured ``DataStreamWriter`` of ``job``."""
+    from sparkstate.runtime.spark_processor import GROUP_STATE_SCHEMA, KeyGroupFunction, KeyGroupProcessor
+    from sparkstate.runtime.spark_sinks import attach, attach_dispatch
+    from sparkstate.runtime.spark_sources import build_packed
+
+    packed = build_packed(spark, job, spec.end_watermark is not None, scratch_dir=scratch_dir(checkpoint_dir))
+    if spec.event_time:
+        packed = packed.withWatermark("ts", f"{watermark_delay_ms(job)} milliseconds")
+    # No filter for the end-of-input marker (blob NULL): Spark would push it below the
+    # watermark, which would then never see the marker. The processor skips empty blobs.
+    # ``ts`` stays in the operator's input: applyInPandasWithState only sees a watermark
+    # when its input carries the watermarked column.
+    grouped = packed.groupBy("kg")
+    if job.settings.state_backend == "rocksdb":
+        out = grouped.transformWithStateInPandas(
+            KeyGroupProcessor(spec),
+            outputStructType=spec.output_ddl,
+            outputMode="Append",
+            timeMode=spec.time_mode,
+        )
+    else:  # transformWithState refuses Spark's in-memory store; this operator takes it
+        out = grouped.applyInPandasWithState(
+            KeyGroupFunction(spec),
+            outputStructType=spec.output_ddl,
+            stateStructType=GROUP_STATE_SCHEMA,
+            outputMode="Append",
+            timeoutConf="ProcessingTimeTimeout" if spec.needs_clock else "NoTimeout",
+        )
+    stream = out.writeStream.queryName(query_name(job.name))
+    if spec.side_outputs:
+        writer = attach_dispatch(job, stream, side_output_dir(checkpoint_dir), side_counts if side_counts is not None else {})
+    else:
+        writer = attach(job.sink_spec, stream)
+    return checkpointed(writer, job, checkpoint_dir)
+
+
+def query_name(name: str) -> str:
+    return re.sub(r"\W+", "_", f"sparkstate_{name}")

@@ -1,0 +1,220 @@
+"""Running a job on Spark: the checks before Spark starts, the query, and the loop that
+watches it until the input is done, a condition holds, time is up or Ctrl-C.
+
+The job's :class:`~sparkstate.api.checkpointing.CheckpointConfig` is applied to the session
+(Spark SQL settings set before the query starts) and the query (``query.py``); the loop
+accounts each micro-batch that ran and records its checkpoint's figures
+(``checkpoint_stats.py``) as its progress arrives.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from sparkstate.api.job import JobDescription as Job
+from sparkstate.engine.compile import keyed_function
+from sparkstate.engine.operator import KeyedOperator
+from sparkstate.errors import JobDefinitionError
+from sparkstate.runtime import checkpoint as ckpt
+from sparkstate.runtime import storage
+from sparkstate.runtime.checkpoint_stats import CheckpointRecorder, state_bytes
+from sparkstate.runtime.failures import clean_failure
+from sparkstate.runtime.interrupts import ctrl_c_stops
+from sparkstate.runtime.planner import NATIVE, plan
+from sparkstate.runtime.query import build_query, operator_spec, output_arrow
+from sparkstate.runtime.result import RunResult
+
+
+def _progress_dicts(query: Any) -> list[dict]:
+    out = []
+    for p in query.recentProgress:
+        if isinstance(p, dict):
+            out.append(p)
+        else:
+            out.append(json.loads(p.json))
+    return out
+
+
+def _end_reached(entries: list[dict], end: int | None) -> bool:
+    """True once a completed micro-batch has read its source to ``end``."""
+    if end is None or not entries:
+        return False
+    from sparkstate.runtime.spark_sources import source_offset
+
+    sources = entries[-1].get("sources") or []
+    offset = source_offset(sources[0]) if sources else None
+    return offset is not None and offset >= end
+
+
+def _already_complete(store: storage.Storage, end: int | None) -> bool:
+    if end is None:
+        return False
+    _, offset = ckpt.last_committed_offset(store)
+    return isinstance(offset, dict) and int(offset.get("offset", -1)) >= end
+
+
+def run_job(
+    job: Job,
+    *,
+    checkpoint_dir: str | Path | None,
+    spark: Any = None,
+    on_progress: Callable[[dict], None] | None = None,
+    timeout: float | None = None,
+    log_file: str | Path | None = None,
+    until: Callable[[RunResult], bool] | None = None,
+) -> RunResult:
+    """Run ``job`` until its bounded source is done, ``until(result)`` holds, ``timeout``
+    passes, or Ctrl-C."""
+    from sparkstate.runtime.spark_session import active_session, get_spark, local_cores, state_store_class
+    from sparkstate.runtime.spark_sinks import open_database_sinks
+    from sparkstate.runtime.spark_sources import batch_events
+
+    if checkpoint_dir is None or str(checkpoint_dir).strip() == "":
+        raise JobDefinitionError(
+            "a checkpoint directory is required: Spark keeps the source offsets and the state there "
+            "(Job.run(checkpoint_dir=...), Job.with_checkpointing(directory=...), or --checkpoint on the command line)"
+        )
+    job.validate()
+    checkpoint_dir = storage.normalize(checkpoint_dir)
+    if not storage.is_local(checkpoint_dir):  # Hadoop's file systems are reached through Spark's JVM
+        spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
+    store = storage.open_storage(checkpoint_dir, spark)
+    # declared state, from a copy: the job's function object stays unopened for Spark to ship
+    chosen = plan(job)
+    # a window job's function is compiled here, once; the native path never runs it but
+    # records its name and state in the checkpoint's metadata like the Python path
+    function = keyed_function(job)
+    # declared state, from a copy: the job's function object stays unopened for Spark to ship
+    descriptors = KeyedOperator(copy.deepcopy(function), job.key_columns).open()
+    result = RunResult(job=job.name, checkpoint_dir=checkpoint_dir)
+    # an unreachable database or a table that does not fit stops the job here, before Spark starts
+    job = open_database_sinks(job, checkpoint_dir, native=chosen.path == NATIVE)
+
+    # resolving the output's Arrow schema needs Spark: it comes once Spark runs
+    spec = operator_spec(job, function, output_arrow=None)
+    spark = spark or active_session()
+    if job.settings.parallelism:
+        partitions = job.settings.parallelism
+    elif spark is not None:
+        partitions = int(spark.sparkContext.defaultParallelism)
+    else:
+        partitions = local_cores(None)  # what the session get_spark starts will have
+    settings = {"parallelism": partitions}
+    result.plan = chosen.path
+    meta = ckpt.job_metadata(job, spec, descriptors, settings)
+    # a checkpoint of another job, a finished run and a read-only or full directory are
+    # found before Spark starts (10 s and more on a small machine)
+    result.warnings = ckpt.check_or_write(store, meta)
+
+    marker = spec.end_watermark is not None
+    end = job.source_spec.end_offset(marker) if hasattr(job.source_spec, "end_offset") else None
+    if _already_complete(store, end):
+        result.completed = result.already_complete = True
+        return result
+    ckpt.ensure_writable(store)
+
+    spark = spark or get_spark(parallelism=partitions, log_file=log_file)
+    spec = replace(spec, output_arrow=output_arrow(job))
+
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", state_store_class(job.settings.state_backend))
+    for key, value in job.settings.checkpoint.spark_conf().items():
+        spark.conf.set(key, value)
+    if chosen.path == NATIVE:
+        from sparkstate.runtime.native_windows import build_native_query
+
+        writer = build_native_query(job, spark, checkpoint_dir, marker)
+    else:
+        writer = build_query(job, spec, spark, checkpoint_dir, result.batch_side_outputs)
+
+    recorder = CheckpointRecorder(store)
+    seen = -1
+
+    def take_progress() -> None:
+        nonlocal seen
+        for p in _progress_dicts(query):
+            if p["batchId"] > seen and _ran(p):
+                seen = p["batchId"]
+                _account(result, p, batch_events(job.source_spec, p))
+                _record_checkpoint(result, recorder, p)
+                if on_progress is not None:
+                    on_progress(p)
+
+    started = time.monotonic()
+    with ctrl_c_stops() as interrupted:
+        query = writer.start()
+        try:
+            while True:
+                take_progress()
+                if not query.isActive:
+                    exc = query.exception()
+                    if exc is not None:
+                        problem = ckpt.diagnose_failure(store)
+                        if problem is not None:
+                            raise problem from None
+                        batch, _ = ckpt.last_committed_offset(store)
+                        raise clean_failure(exc, checkpoint_dir, batch) from None
+                    result.completed = True
+                    break
+                if _end_reached(result.progress, end) or (until is not None and until(result)):
+                    result.completed = True
+                    break
+                if timeout is not None and time.monotonic() - started > timeout:
+                    break
+                if interrupted.is_set():
+                    result.warnings.append("interrupted: the run stopped; run again to resume from the checkpoint")
+                    break
+                time.sleep(0.1)
+        finally:
+            # the run's time is the input's processing time; stopping the query is not part of it
+            result.seconds = time.monotonic() - started
+            try:
+                query.stop()
+            except Exception:
+                pass
+    take_progress()  # a batch that committed between the last look and the stop
+    return result
+
+
+def _record_checkpoint(result: RunResult, recorder: CheckpointRecorder, p: dict) -> None:
+    """Measure and log the checkpoint of a committed batch; the figures go on the result and,
+    as ``p["checkpoint"]``, to the progress line."""
+    try:
+        stats = recorder.record(p)
+    except OSError as exc:
+        raise ckpt.failed_write(recorder.files.store, exc) from exc
+    if stats is not None:
+        result.checkpoints.append(stats)
+        p["checkpoint"] = asdict(stats)
+
+
+def _ran(progress: dict) -> bool:
+    """Whether a progress report is of a micro-batch that ran. A trigger that found no new
+    input reports the *next* batch id without running it; counting it would hide the real
+    batch of that id (its events and side outputs) when it comes."""
+    return "addBatch" in (progress.get("durationMs") or {})
+
+
+def _account(result: RunResult, p: dict, events: int) -> None:
+    p["events"] = events
+    side = result.batch_side_outputs.get(p.get("batchId", -1))
+    if side:
+        p["sideOutputs"] = side
+    result.progress.append(p)
+    result.batches += 1
+    result.events += events
+    if events and result.first_batch_seconds == 0.0:
+        result.first_batch_seconds = p.get("durationMs", {}).get("triggerExecution", 0) / 1000.0
+    sink_rows = (p.get("sink") or {}).get("numOutputRows")
+    if sink_rows is not None and sink_rows >= 0:
+        result.output_rows = (result.output_rows or 0) + sink_rows
+    ops = p.get("stateOperators") or []
+    if ops:
+        result.state_rows = ops[0].get("numRowsTotal")
+        result.state_bytes = state_bytes(ops[0])
+
