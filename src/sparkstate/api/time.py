@@ -52,10 +52,12 @@ class WatermarkStrategy:
 
     Example::
 
-        WatermarkStrategy.for_bounded_out_of_orderness(timedelta(seconds=5)) \\
-            .with_timestamp_column("event_time")
-        WatermarkStrategy.for_monotonous_timestamps() \\
-            .with_timestamp_assigner(lambda event: event["created_ms"] // 1000 * 1000)
+        >>> from datetime import timedelta
+        >>> WatermarkStrategy.for_bounded_out_of_orderness(timedelta(seconds=5)) \\
+        ...     .with_timestamp_column("event_time").max_out_of_orderness_ms
+        5000
+        >>> strategy = WatermarkStrategy.for_monotonous_timestamps() \\
+        ...     .with_timestamp_assigner(lambda event: event["created_ms"] // 1000 * 1000)
     """
 
     max_out_of_orderness_ms: int = 0

@@ -5,14 +5,16 @@ processing-time windows, the processing time) reaches ``end - 1``, its ``max_tim
 
 Example::
 
-    job = (
-        Job("upi-per-minute")
-        .source(UpiPayments(), watermark=WatermarkStrategy.for_bounded_out_of_orderness(timedelta(seconds=5)))
-        .key_by("merchant_id")
-        .window(TumblingEventTimeWindows.of(timedelta(minutes=1)))
-        .aggregate(agg.count("payments"), agg.sum("amount", "total"))
-        .sink(ConsoleSink())
-    )
+    >>> from datetime import timedelta
+    >>> from sparkstate import ConsoleSink, Job, TumblingEventTimeWindows, UpiPayments, WatermarkStrategy, agg
+    >>> job = (
+    ...     Job("upi-per-minute")
+    ...     .source(UpiPayments(), watermark=WatermarkStrategy.for_bounded_out_of_orderness(timedelta(seconds=5)))
+    ...     .key_by("merchant_id")
+    ...     .window(TumblingEventTimeWindows.of(timedelta(minutes=1)))
+    ...     .aggregate(agg.count("payments"), agg.sum("amount", "total"))
+    ...     .sink(ConsoleSink())
+    ... )
 """
 
 from __future__ import annotations

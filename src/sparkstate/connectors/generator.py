@@ -202,7 +202,8 @@ class UpiPayments(Generator):
 
     Example::
 
-        UpiPayments(events=2_000_000, merchants=100_000, rate=50_000)
+        >>> print(UpiPayments(events=2_000_000, merchants=100_000, rate=50_000).describe())
+        UPI payment generator (2,000,000 events, 100,000 merchants, seed 7, 50,000 ev/s)
     """
 
     merchants: int = 10_000
@@ -244,7 +245,8 @@ class TaxiRides(Generator):
 
     Example::
 
-        TaxiRides(events=500_000, events_per_second=10)
+        >>> print(TaxiRides(events=500_000, events_per_second=10).describe())
+        taxi ride generator (500,000 events, 265 zones, seed 7)
     """
 
     events_per_second: float = 10.0
@@ -298,7 +300,8 @@ class ClickEvents(Generator):
 
     Example::
 
-        ClickEvents(events=200_000, users=20_000, items=5_000)
+        >>> print(ClickEvents(events=200_000, users=20_000, items=5_000).describe())
+        click-stream generator (200,000 events, 20,000 users, 5,000 items, seed 7)
     """
 
     events_per_second: float = 50.0

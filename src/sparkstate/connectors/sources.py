@@ -57,7 +57,8 @@ class ListSource:
 
     Example::
 
-        ListSource([[{"k": "a", "v": 1}], [{"k": "a", "v": 2}]], schema="k string, v bigint")
+        >>> ListSource([[{"k": "a", "v": 1}], [{"k": "a", "v": 2}]], schema="k string, v bigint").describe()
+        'list source (2 batches, 2 events)'
     """
 
     batches: tuple[tuple[dict, ...], ...]
@@ -215,7 +216,8 @@ class SocketSource(TextLines):
 
     Example::
 
-        SocketSource("localhost", 9000, "event_time timestamp, merchant_id string, amount double")
+        >>> SocketSource("localhost", 9000, "event_time timestamp, merchant_id string, amount double").guarantee
+        'at-most-once'
     """
 
     host: str
@@ -250,7 +252,8 @@ class FileSource(TextLines):
 
     Example::
 
-        FileSource("in/payments", "event_time timestamp, merchant_id string, amount double")
+        >>> FileSource("in/payments", "event_time timestamp, merchant_id string, amount double").guarantee
+        'exactly-once'
     """
 
     path: str

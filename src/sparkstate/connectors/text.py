@@ -170,10 +170,14 @@ class LineParser:
 
     Example::
 
-        parser = LineParser("k string, v double", key_columns=["k"])
-        events, dead = parser.parse(['{"k": "a", "v": 1}', '{"k": "a", "v": "x"}'])
-        # events: one row (a, 1.0); dead: [{"raw": '{"k": "a", "v": "x"}',
-        #     "reason": 'column \'v\' (double): expected a number, got string "x"'}]
+        >>> parser = LineParser("k string, v double", key_columns=["k"])
+        >>> events, dead = parser.parse(['{"k": "a", "v": 1}', '{"k": "a", "v": "x"}'])
+        >>> events.to_pylist()
+        [{'k': 'a', 'v': 1.0}]
+        >>> dead[0]["raw"]
+        '{"k": "a", "v": "x"}'
+        >>> print(dead[0]["reason"])
+        column 'v' (double): expected a number, got string "x"
     """
 
     def __init__(

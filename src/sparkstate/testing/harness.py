@@ -28,9 +28,12 @@ class KeyedHarness:
 
     Example::
 
-        h = KeyedHarness(RunningSum(), key_by="merchant_id")
-        h.process_element({"merchant_id": "m1", "amount": 5.0})
-        assert h.state("m1") == {"total": 5.0}
+        >>> from sparkstate.jobs.running_sum import RunningSum
+        >>> h = KeyedHarness(RunningSum(), key_by="merchant_id")
+        >>> h.process_element({"merchant_id": "m1", "amount": 5.0})
+        [('m1', 1, 5.0)]
+        >>> h.state("m1")
+        {'count': 1, 'total': 5.0}
 
     Each ``process_batch`` call is one micro-batch. The watermark of a batch is derived, as in
     Spark, from the largest timestamp of the batches before it (unless given); processing
