@@ -1,4 +1,25 @@
-"""Errors raised by sparkstate. Each one says what went wrong, where, and what was expected."""
+"""Errors raised by sparkstate. Each one says what went wrong, where, and what was expected.
+
+Every error a user can meet derives from :class:`SparkStateError`; most also derive from the
+built-in they refine (in brackets), so ``except ValueError`` keeps working::
+
+    SparkStateError (Exception)
+    ├── StateDescriptorError (ValueError)      a malformed or conflicting state descriptor
+    ├── StateTypeError (TypeError)             a state write of the wrong type
+    ├── StateAccessError (RuntimeError)        state or timers used without a current key
+    ├── TimerError (ValueError)                a bad timer timestamp, or no on_timer
+    ├── KeyColumnError (KeyError)              a missing key column or key value
+    ├── OutputSchemaError (ValueError)         a row that does not fit the output schema
+    ├── ProcessFunctionError                   a user function raised
+    ├── JobDefinitionError (ValueError)        a job built wrongly
+    ├── CheckpointMismatchError                a checkpoint of another job or configuration
+    ├── JobFailedError                         a running job stopped with an error
+    │   └── CheckpointStorageError             the checkpoint directory cannot be written
+    ├── SinkError                              a sink cannot take the output
+    └── SourceError                            a source cannot deliver
+
+This module imports nothing of sparkstate, so every layer can raise these.
+"""
 
 from __future__ import annotations
 

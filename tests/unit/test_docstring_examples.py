@@ -1,11 +1,13 @@
 """The ``Example::`` blocks of sparkstate's docstrings: those written as doctests (``>>>``)
 run; the others, fragments of a larger program, must compile and name only what exists:
 sparkstate's public names (``sparkstate.__all__``, and their attributes), the names of
-their own module, or the few a reader brings (a ``job``, a ``ctx``, another example's class)."""
+their own module, or the few a reader brings (a ``job``, a ``ctx``, another example's class).
+The error tree drawn in ``errors.py``'s docstring must be the classes' own."""
 
 from __future__ import annotations
 
 import ast
+import re
 import builtins
 import doctest
 import importlib
@@ -107,3 +109,25 @@ def test_fragment_examples_name_real_things(module, where, code):
         and n.value.id in public and not hasattr(public[n.value.id], n.attr)
     )
     assert not missing, f"{where}: its example uses {missing}, which do not exist"
+
+
+def test_the_error_tree_drawn_in_errors_matches_the_classes():
+    from sparkstate import errors
+
+    drawn, parents = {}, []
+    for line in errors.__doc__.splitlines():
+        m = re.match(r"^ {4}([│├└─ ]*)(\w+Error)(?: \((\w+)\))?", line)
+        if not m:
+            continue
+        depth = len(m.group(1)) // 4
+        parents[depth:] = [m.group(2)]
+        drawn[m.group(2)] = (parents[depth - 1] if depth else None, m.group(3))
+    classes = {
+        name: cls for name, cls in vars(errors).items()
+        if isinstance(cls, type) and issubclass(cls, errors.SparkStateError)
+    }
+    assert set(drawn) == set(classes)
+    for name, cls in classes.items():
+        parent = next((b.__name__ for b in cls.__bases__ if b.__module__ == errors.__name__), None)
+        builtin = next((b.__name__ for b in cls.__bases__ if b.__module__ == "builtins"), None)
+        assert drawn[name] == (parent, builtin), f"errors.py's tree draws {name} as {drawn[name]}"
