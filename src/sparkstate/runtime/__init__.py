@@ -1,1 +1,3 @@
-"""The adapter onto Spark. Only the ``spark_*`` modules import pyspark, and only when used."""
+"""The adapter onto Spark: session, sources and sinks, the stateful processor, the query and
+its run loop, checkpoints. The package of sparkstate that imports pyspark and py4j; nothing
+below it does (see docs/design.md, "Layers")."""
