@@ -4,7 +4,6 @@ that is not ``__main__`` (so ``if __name__ == "__main__":`` runs of a job are le
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +53,3 @@ def run_blocks(blocks: list[Block], namespace: dict | None = None, substitute: d
     assert not unused, f"not in README.md's examples any more: {sorted(unused)}"
     return namespace
 
-
-def section_names(text: str | None = None) -> set[str]:
-    text = README.read_text() if text is None else text
-    return {m.group(1).strip() for m in re.finditer(r"^#+ (.*)$", text, re.M)}
