@@ -29,6 +29,7 @@ import re
 import zipfile
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
+
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
 from sparkstate.runtime.storage import Entry
 
