@@ -13,7 +13,6 @@ lists the checkpoints it retains, with their duration and sizes.
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -135,7 +134,7 @@ def run(
     from sparkstate.jobs import get_job
     from sparkstate.metrics.memory import PeakMemory
     from sparkstate.metrics.progress import ProgressPrinter, print_summary
-    from sparkstate.runtime.storage import open_storage
+    from sparkstate.runtime.checkpoint_dir import CheckpointDir
 
     try:
         seed_job = get_job(job_name)
@@ -160,7 +159,7 @@ def run(
         if source_spec and isinstance(sink, ConsoleSink):
             job = job.dead_letters(sink)  # a line that is not an event shows beside the rows, with its reason
         if fresh:
-            open_storage(ckpt).delete()
+            CheckpointDir.open(ckpt).delete()
             if isinstance(sink, ParquetSink):
                 shutil.rmtree(sink.path, ignore_errors=True)
             # a database sink's tables and markers go too: the new checkpoint's batch ids start at 0 again
@@ -176,7 +175,9 @@ def run(
         with PeakMemory() as memory:
             result = job.run(checkpoint_dir=ckpt, on_progress=printer, timeout=timeout, log_file=home / "spark.log")
         result.peak_memory_bytes = memory.peak_bytes
-        result.state_keys = _state_keys(ckpt, state_backend)
+        from sparkstate.runtime.state_reader import state_keys  # Spark has started by now
+
+        result.state_keys = state_keys(ckpt, state_backend)
         if result.already_complete:
             console.print(f"[green]{job.name} already ran to the end[/] with this checkpoint; --fresh starts over.")
         print_summary(result, console)
@@ -222,28 +223,27 @@ def list_checkpoints(job_name: str, checkpoint_dir: str | None) -> None:
 
     A local directory is read without starting Spark.
     """
-    from sparkstate.runtime.checkpoint_stats import retained_checkpoints
     from sparkstate.metrics.progress import checkpoints_table
-    from sparkstate.runtime.checkpoint import METADATA_FILE
-    from sparkstate.runtime.storage import open_storage
+    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+    from sparkstate.runtime.checkpoint_stats import retained_checkpoints
 
     try:
-        store = open_storage(checkpoint_dir or str(Path(".sparkstate") / job_name / "checkpoint"))
-        rows = retained_checkpoints(store)
+        checkpoint = CheckpointDir.open(checkpoint_dir or str(Path(".sparkstate") / job_name / "checkpoint"))
+        rows = retained_checkpoints(checkpoint)
         if not rows:
-            what = "holds no committed checkpoint" if store.exists() else "does not exist"
-            errors.print(f"[red]error:[/] checkpoint directory {store.root} {what}: run `sparkstate run {job_name}` "
+            what = "holds no committed checkpoint" if checkpoint.exists() else "does not exist"
+            errors.print(f"[red]error:[/] checkpoint directory {checkpoint.root} {what}: run `sparkstate run {job_name}` "
                          "first, or give the job's directory with --checkpoint DIR", soft_wrap=True)
             sys.exit(1)
         try:
-            owner = json.loads(store.read_text(METADATA_FILE)).get("job")
+            owner = checkpoint.read_metadata().get("job")
         except (OSError, ValueError):
             owner = None
         if owner not in (None, job_name):
-            errors.print(f"[yellow]warning:[/] {store.root} belongs to job {owner!r}, not {job_name!r}", soft_wrap=True)
+            errors.print(f"[yellow]warning:[/] {checkpoint.root} belongs to job {owner!r}, not {job_name!r}", soft_wrap=True)
         # one line per checkpoint also when the output goes to a file or a pipe (80 columns)
         out = console if console.is_terminal else Console(highlight=False, width=160)
-        out.print(checkpoints_table(rows, f"{job_name}: {len(rows):,} retained checkpoints in {store.root}"))
+        out.print(checkpoints_table(rows, f"{job_name}: {len(rows):,} retained checkpoints in {checkpoint.root}"))
         out.print(
             "duration: state commit + offset log + commit log. delta: what the checkpoint wrote; "
             "full: what restoring it reads (the last snapshot and the changes since). "
@@ -287,39 +287,18 @@ def _generator_settings(generator: type, pairs: tuple[str, ...]) -> dict:
     return out
 
 
-def _state_keys(checkpoint: str, backend: str) -> int | None:
-    from pyspark.sql import SparkSession
-
-    from sparkstate.runtime.state_reader import count_keys
-
-    spark = SparkSession.getActiveSession()
-    return count_keys(spark, checkpoint, backend) if spark is not None else None
-
-
 def _print_results(path: str, key: str, order: str | None) -> None:
     """The output's latest row per key, top 10 by ``order``."""
-    from pyspark.sql import SparkSession
-    import pyspark.sql.functions as F
-
     from sparkstate.metrics.progress import results_table
+    from sparkstate.runtime.state_reader import latest_rows
 
-    spark = SparkSession.getActiveSession()
-    if spark is None or not Path(path, "_spark_metadata").exists():
+    rows = latest_rows(path, key, order)
+    if rows is None:
         return
-    df = spark.read.parquet(path)
-    if df.isEmpty():
+    if not rows:
         console.print("no output rows yet")
         return
-    order = order or key
-    latest = (
-        df.groupBy(key)
-        .agg(F.max_by(F.struct(*df.columns), F.col(order)).alias("row"))
-        .select("row.*")
-        .orderBy(F.col(order).desc())
-        .limit(10)
-    )
-    rows = [r.asDict() for r in latest.collect()]
-    console.print(results_table(rows, f"top {len(rows)} {key} by {order} (output: {path})"))
+    console.print(results_table(rows, f"top {len(rows)} {key} by {order or key} (output: {path})"))
 
 
 if __name__ == "__main__":

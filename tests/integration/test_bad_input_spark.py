@@ -20,7 +20,7 @@ from sparkstate import (
     MemorySink,
     ValueStateDescriptor,
 )
-from sparkstate.runtime.checkpoint import last_committed_offset
+from sparkstate.runtime.checkpoint_dir import CheckpointDir
 
 
 class Typed(KeyedProcessFunction):
@@ -39,7 +39,7 @@ def job_of(fn, batches, schema="k string, v string", out="k string, total double
 def test_wrong_state_type_names_state_key_and_value(spark, checkpoint):
     with pytest.raises(JobFailedError, match="StateTypeError: ValueState\\[float\\] 'total' for key 'a': the value must be float, got str 'x'"):
         job_of(Typed(), [[{"k": "a", "v": "x"}]]).run(checkpoint_dir=checkpoint, spark=spark)
-    assert last_committed_offset(checkpoint) == (None, None)
+    assert CheckpointDir.open(checkpoint).last_committed_offset() == (None, None)
 
 
 class WrongOutput(KeyedProcessFunction):

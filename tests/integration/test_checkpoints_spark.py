@@ -21,9 +21,9 @@ from sparkstate import (
     MemorySink,
     ValueStateDescriptor,
 )
+from sparkstate.runtime.checkpoint_dir import CheckpointDir
 from sparkstate.runtime.checkpoint_stats import CheckpointLog, retained_checkpoints
-from sparkstate.runtime.checkpoint import committed_batches
-from sparkstate.runtime.storage import HadoopStorage, open_storage
+from sparkstate.runtime.storage import HadoopStorage
 
 FAST = "100 milliseconds"
 
@@ -74,9 +74,9 @@ def test_every_batch_records_its_checkpoint(spark, checkpoint, backend):
     # a batch touching 2 of 3,000 keys writes a small part of what a restore reads
     for c in result.checkpoints[1:]:
         assert c.delta_bytes < c.full_bytes / 5, c
-    log = CheckpointLog(open_storage(checkpoint)).load()
+    log = CheckpointLog(CheckpointDir.open(checkpoint)).load()
     assert sorted(log) == ids and log[ids[-1]] == result.checkpoints[-1]
-    listed = retained_checkpoints(open_storage(checkpoint))
+    listed = retained_checkpoints(CheckpointDir.open(checkpoint))
     assert [c.batch_id for c in listed] == ids and listed[-1].duration_ms == result.checkpoints[-1].duration_ms
 
 
@@ -95,11 +95,11 @@ def test_a_restart_may_switch_incremental_checkpoints_off_and_on(spark, checkpoi
 def test_retained_checkpoints_are_the_last_ones(spark, checkpoint):
     result = total_job(MemorySink(), retained=2).run(checkpoint_dir=checkpoint, spark=spark)
     last = len(BATCHES) - 1
-    kept = committed_batches(checkpoint)
+    kept = CheckpointDir.open(checkpoint).committed_batches()
     # Spark keeps `retained` batches besides the last (older state files go at its next maintenance)
     assert kept[-1] == last and len(kept) <= 3, kept
-    assert [c.batch_id for c in retained_checkpoints(open_storage(checkpoint))] == kept
-    assert sorted(CheckpointLog(open_storage(checkpoint)).load()) == kept
+    assert [c.batch_id for c in retained_checkpoints(CheckpointDir.open(checkpoint))] == kept
+    assert sorted(CheckpointLog(CheckpointDir.open(checkpoint)).load()) == kept
     assert len(result.checkpoints) == len(BATCHES)  # the run itself saw every one
 
 
@@ -179,7 +179,7 @@ def test_a_read_only_checkpoint_stops_the_job_and_loses_nothing(spark, disk):
     with pytest.raises(CheckpointStorageError, match="is not writable .*no batch was committed yet"):
         total_job(MemorySink()).run(checkpoint_dir=disk.mount / "new", spark=spark)
     disk.remount("rw")
-    assert committed_batches(checkpoint)[-1] == 2
+    assert CheckpointDir.open(checkpoint).committed_batches()[-1] == 2
     result = total_job(sink).run(checkpoint_dir=checkpoint, spark=spark)
     assert result.completed and [c.batch_id for c in result.checkpoints] == [3, 4, 5]
     assert rows(sink) == expected_rows()
@@ -198,7 +198,7 @@ def test_a_full_disk_stops_the_job_and_loses_nothing(spark, disk):
     message = str(stopped.value)
     assert f"no space left for checkpoint directory {checkpoint} (No space left on device)" in message
     assert "free space on its disk" in message
-    kept = committed_batches(checkpoint)
+    kept = CheckpointDir.open(checkpoint).committed_batches()
     assert kept[-1] >= 1 and f"batches up to {kept[-1]} are committed there and kept" in message
     disk.free()
     result = total_job(sink).run(checkpoint_dir=checkpoint, spark=spark)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sparkstate import CheckpointConfig, CheckpointStorageError, JobDefinitionError
-from sparkstate.runtime import checkpoint as ckpt
+from sparkstate.runtime.checkpoint_dir import CheckpointDir, _storage_error
 from sparkstate.runtime.storage import LocalStorage, is_local, join, normalize, open_storage
 
 
@@ -70,6 +70,24 @@ def test_local_paths_and_uris():
     assert join("s3a://bucket/ckpt", "side-outputs") == "s3a://bucket/ckpt/side-outputs"
 
 
+def test_a_checkpoint_directory_knows_its_layout(tmp_path):
+    checkpoint = CheckpointDir.open(f"file://{tmp_path}/")
+    assert isinstance(checkpoint.storage, LocalStorage) and checkpoint.root == str(tmp_path)
+    assert checkpoint.side_output_dir == f"{tmp_path}/side-outputs"
+    assert checkpoint.list_source_dir == f"{tmp_path}/sparkstate-sources"
+    assert checkpoint.metadata_path == f"{tmp_path}/sparkstate.json"
+    assert checkpoint.stats_log_path == f"{tmp_path}/sparkstate/checkpoints.jsonl"
+    assert not CheckpointDir.needs_spark(tmp_path) and CheckpointDir.needs_spark(" s3a://bucket/ckpt/")
+
+
+def test_a_remote_checkpoint_keeps_no_list_source_events():
+    class Remote(LocalStorage):  # a URI's storage, without the JVM
+        pass
+
+    checkpoint = CheckpointDir(Remote("s3a://bucket/ckpt"))
+    assert checkpoint.side_output_dir == "s3a://bucket/ckpt/side-outputs" and checkpoint.list_source_dir is None
+
+
 # ------------------------------------------------------------------ storage faults
 
 
@@ -78,24 +96,24 @@ def test_a_full_disk_is_named_with_the_fix():
         with open("/dev/full", "wb") as f:
             f.write(b"x")
     assert full.value.errno == errno.ENOSPC
-    message = str(ckpt._storage_error("/data/ckpt", full.value, 7))
+    message = str(_storage_error("/data/ckpt", full.value, 7))
     assert "no space left for checkpoint directory /data/ckpt (No space left on device)" in message
     assert "free space on its disk" in message and "batches up to 7 are committed there and kept" in message
 
 
 @pytest.mark.parametrize("code", [errno.EACCES, errno.EPERM, errno.EROFS])
 def test_an_unwritable_directory_is_named_with_the_fix(code):
-    message = str(ckpt._storage_error("/data/ckpt", OSError(code, os.strerror(code)), None))
+    message = str(_storage_error("/data/ckpt", OSError(code, os.strerror(code)), None))
     assert message.startswith("checkpoint directory /data/ckpt is not writable (")
     assert "make it writable for the user running the job" in message and "no batch was committed yet" in message
 
 
 def test_the_write_probe_reports_a_full_disk(tmp_path, monkeypatch):
-    store = LocalStorage(str(tmp_path))
+    checkpoint = CheckpointDir.open(tmp_path)
     (tmp_path / "commits").mkdir()
     for b in (0, 1):
         (tmp_path / "commits" / str(b)).write_text("v1\n{}\n")
-    ckpt.ensure_writable(store)  # writes and removes its probe
+    checkpoint.ensure_writable()  # writes and removes its probe
     assert not (tmp_path / "sparkstate" / "write-probe").exists()
 
     def full(self, data, *parts):
@@ -104,8 +122,8 @@ def test_the_write_probe_reports_a_full_disk(tmp_path, monkeypatch):
 
     monkeypatch.setattr(LocalStorage, "write_atomic", full)
     with pytest.raises(CheckpointStorageError, match="no space left .*batches up to 1 are committed"):
-        ckpt.ensure_writable(store)
-    assert "no space left" in str(ckpt.diagnose_failure(store))
+        checkpoint.ensure_writable()
+    assert "no space left" in str(checkpoint.diagnose_failure())
 
 
 def test_open_storage_of_a_local_directory_needs_no_spark(tmp_path):

@@ -7,7 +7,12 @@ import json
 import pytest
 
 from sparkstate import CheckpointMismatchError, CheckpointStorageError
-from sparkstate.runtime.checkpoint import METADATA_FILE, check_or_write, last_committed_offset
+from sparkstate.runtime import checkpoint
+from sparkstate.runtime.checkpoint_dir import CheckpointDir
+
+
+def check_or_write(directory, meta):
+    return checkpoint.check_or_write(CheckpointDir.open(directory), meta)
 
 
 def meta(**changes):
@@ -27,7 +32,7 @@ def committed(path):
 
 def test_first_run_writes_then_same_job_passes(tmp_path):
     assert check_or_write(tmp_path, meta()) == []
-    assert json.loads((tmp_path / METADATA_FILE).read_text())["job"] == "j"
+    assert json.loads((tmp_path / "sparkstate.json").read_text())["job"] == "j"
     assert check_or_write(tmp_path, meta()) == []
 
 
@@ -87,10 +92,10 @@ def test_a_directory_that_cannot_be_created_is_named(tmp_path):
 
 
 def test_last_committed_offset(tmp_path):
-    assert last_committed_offset(tmp_path) == (None, None)
+    assert CheckpointDir.open(tmp_path).last_committed_offset() == (None, None)
     (tmp_path / "offsets").mkdir()
     (tmp_path / "commits").mkdir()
     for b in (0, 1):
         (tmp_path / "offsets" / str(b)).write_text(f'v1\n{{}}\n{{"offset": {10 * (b + 1)}}}\n')
     (tmp_path / "commits" / "0").write_text("v1\n{}\n")
-    assert last_committed_offset(tmp_path) == (0, {"offset": 10})
+    assert CheckpointDir.open(tmp_path).last_committed_offset() == (0, {"offset": 10})

@@ -17,10 +17,10 @@ from sparkstate.runtime.checkpoint_stats import (
     CheckpointStats,
     StateFiles,
     retained_checkpoints,
-    summary,
     timings,
 )
-from sparkstate.runtime.storage import LocalStorage
+from sparkstate.metrics.progress import checkpoint_summary
+from sparkstate.runtime.checkpoint_dir import CheckpointDir
 
 REPORTS = json.loads((Path(__file__).parent / "data" / "progress_reports.json").read_text())
 
@@ -78,7 +78,7 @@ def test_incremental_rocksdb_delta_and_full(tmp_path):
     write(part / "SSTs" / "a.sst", 1000)
     for v, size in ((1, 300), (2, 40), (3, 50)):
         write(part / f"{v}.changelog", size)
-    sizes = StateFiles(LocalStorage(str(tmp_path))).measure([1, 2, 3, 4])
+    sizes = StateFiles(CheckpointDir.open(tmp_path)).measure([1, 2, 3, 4])
     zip1 = len(snap1)
     assert sizes[1] == (300 + zip1 + 1000, zip1 + 1000, "incremental + snapshot")
     assert sizes[2] == (40, zip1 + 1000 + 40, "incremental")  # restore: snapshot 1, then changelog 2
@@ -91,7 +91,7 @@ def test_full_rocksdb_snapshots_write_only_new_sst_files(tmp_path):
     z1, z2 = rocksdb_zip({"a.sst": 1000}), rocksdb_zip({"a.sst": 1000, "b.sst": 200})
     write(part / "1.zip", z1)
     write(part / "2.zip", z2)
-    sizes = StateFiles(LocalStorage(str(tmp_path))).measure([1, 2])
+    sizes = StateFiles(CheckpointDir.open(tmp_path)).measure([1, 2])
     assert sizes[1] == (len(z1) + 1000, len(z1) + 1000, "full")
     assert sizes[2] == (len(z2) + 200, len(z2) + 1200, "full")
 
@@ -102,43 +102,43 @@ def test_hashmap_deltas_and_snapshots_over_partitions(tmp_path):
             write(tmp_path / "state" / "0" / p / f"{v}.delta", 10 * v)
         write(tmp_path / "state" / "0" / p / "2.snapshot", 500)
     write(tmp_path / "state" / "0" / "_metadata" / "metadata", 5)
-    sizes = StateFiles(LocalStorage(str(tmp_path))).measure([1, 3])
+    sizes = StateFiles(CheckpointDir.open(tmp_path)).measure([1, 3])
     assert sizes[1] == (2 * 10, 2 * 10, "incremental")
     assert sizes[3] == (2 * 30, 2 * (500 + 30), "incremental")
 
 
 def test_recorder_keeps_the_retained_batches_and_a_replay_replaces_its_entry(tmp_path):
-    store = LocalStorage(str(tmp_path))
+    checkpoint = CheckpointDir.open(tmp_path)
     write(tmp_path / "state" / "0" / "0" / "2.changelog", 40)
     commit(tmp_path, 0, 1)
-    recorder = CheckpointRecorder(store)
+    recorder = CheckpointRecorder(checkpoint)
     first = recorder.record(REPORTS["rocksdb"])
     assert first is not None and first.batch_id == 1 and first.delta_bytes == 40 and first.kind == "incremental"
     replay = {**REPORTS["rocksdb"], "durationMs": {**REPORTS["rocksdb"]["durationMs"], "walCommit": 1000}}
     recorder.record(replay)
-    assert [s.duration_ms for s in CheckpointLog(store).load().values()] == [203 + 1000 + 78]
+    assert [s.duration_ms for s in CheckpointLog(checkpoint).load().values()] == [203 + 1000 + 78]
     # Spark dropped batches 0 and 1 from its commit log: their entries go too
     for b in (0, 1):
         (tmp_path / "commits" / str(b)).unlink()
     commit(tmp_path, 2)
     recorder.record({**REPORTS["rocksdb"], "batchId": 2})
-    assert list(CheckpointLog(store).load()) == [2]
+    assert list(CheckpointLog(checkpoint).load()) == [2]
     assert recorder.record({**REPORTS["rocksdb"], "durationMs": {"triggerExecution": 3}}) is None
 
 
 def test_the_log_skips_lines_it_cannot_read(tmp_path):
-    store = LocalStorage(str(tmp_path))
+    checkpoint = CheckpointDir.open(tmp_path)
     write(tmp_path / "sparkstate" / "checkpoints.jsonl", b'{"batch_id": 3, "time": "t"}\nnot json\n{"other": 1}\n')
-    assert list(CheckpointLog(store).load()) == [3]
+    assert list(CheckpointLog(checkpoint).load()) == [3]
 
 
 def test_retained_checkpoints_join_commits_records_and_files(tmp_path):
-    store = LocalStorage(str(tmp_path))
+    checkpoint = CheckpointDir.open(tmp_path)
     commit(tmp_path, 4, 5)
     write(tmp_path / "state" / "0" / "0" / "5.delta", 70)
     write(tmp_path / "state" / "0" / "0" / "6.delta", 80)
-    CheckpointLog(store).save({5: CheckpointStats(5, "2026-01-01T00:00:00.000Z", duration_ms=12, delta_bytes=1)})
-    rows = retained_checkpoints(store)
+    CheckpointLog(checkpoint).save({5: CheckpointStats(5, "2026-01-01T00:00:00.000Z", duration_ms=12, delta_bytes=1)})
+    rows = retained_checkpoints(checkpoint)
     assert [r.batch_id for r in rows] == [4, 5]
     assert rows[0].duration_ms is None and rows[0].delta_bytes == 70  # no record: the files still tell the sizes
     assert rows[1].duration_ms == 12 and rows[1].delta_bytes == 80 and rows[1].full_bytes == 150
@@ -147,8 +147,8 @@ def test_retained_checkpoints_join_commits_records_and_files(tmp_path):
 def test_summary_of_a_run():
     stats = [CheckpointStats(b, "t", duration_ms=d, delta_bytes=x, full_bytes=f, state_bytes=s, kind=k)
              for b, d, x, f, s, k in ((0, 900, 300, 300, 90, "incremental + snapshot"), (1, 100, 100, 400, 95, "incremental"))]
-    assert summary(stats) == {
+    assert checkpoint_summary(stats) == {
         "checkpoints": 2, "mean_duration_ms": 500, "max_duration_ms": 900, "mean_delta_bytes": 200,
         "last_full_bytes": 400, "last_state_bytes": 95, "kinds": ["incremental", "incremental + snapshot"],
     }
-    assert summary([])["mean_duration_ms"] is None
+    assert checkpoint_summary([])["mean_duration_ms"] is None

@@ -61,8 +61,8 @@ def test_progress_line_shows_the_checkpoint():
 
 
 def test_checkpoints_lists_the_retained_ones_without_spark(tmp_path):
+    from sparkstate.runtime.checkpoint_dir import CheckpointDir
     from sparkstate.runtime.checkpoint_stats import CheckpointLog, CheckpointStats
-    from sparkstate.runtime.storage import LocalStorage
 
     root = tmp_path / "ckpt"
     for b in (3, 4):
@@ -71,7 +71,7 @@ def test_checkpoints_lists_the_retained_ones_without_spark(tmp_path):
         (root / "state" / "0" / "0").mkdir(parents=True, exist_ok=True)
         (root / "state" / "0" / "0" / f"{b + 1}.changelog").write_bytes(bytes(100 * b))
     (root / "sparkstate.json").write_text('{"job": "running-sum"}')
-    CheckpointLog(LocalStorage(str(root))).save(
+    CheckpointLog(CheckpointDir.open(root)).save(
         {4: CheckpointStats(4, "2026-11-22T10:00:01.500Z", duration_ms=321, state_bytes=5 << 20)}
     )
     result = CliRunner().invoke(main, ["checkpoints", "running-sum", "--checkpoint", str(root)], terminal_width=200)

@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from sparkstate.runtime.checkpoint_stats import CheckpointStats, state_bytes, summary
+from sparkstate.runtime.checkpoint_stats import CheckpointStats, state_bytes
 from sparkstate.runtime.result import RunResult
 
 
@@ -95,8 +95,24 @@ def summary_table(result: RunResult, title: str | None = None) -> Table:
     return table
 
 
+def checkpoint_summary(stats: list[CheckpointStats]) -> dict[str, Any]:
+    """Mean and max duration, mean delta, the last full and state sizes, and the kinds."""
+    durations = [s.duration_ms for s in stats if s.duration_ms is not None]
+    deltas = [s.delta_bytes for s in stats if s.delta_bytes is not None]
+    last = stats[-1] if stats else None
+    return {
+        "checkpoints": len(stats),
+        "mean_duration_ms": sum(durations) / len(durations) if durations else None,
+        "max_duration_ms": max(durations) if durations else None,
+        "mean_delta_bytes": sum(deltas) / len(deltas) if deltas else None,
+        "last_full_bytes": last.full_bytes if last else None,
+        "last_state_bytes": last.state_bytes if last else None,
+        "kinds": sorted({s.kind for s in stats if s.kind != "-"}),
+    }
+
+
 def _checkpoint_rows(table: Table, checkpoints: list[CheckpointStats]) -> None:
-    figures = summary(checkpoints)
+    figures = checkpoint_summary(checkpoints)
     if figures["mean_duration_ms"] is None:
         return
     table.add_row(

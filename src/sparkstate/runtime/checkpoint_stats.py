@@ -29,12 +29,9 @@ import re
 import zipfile
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any
 
-from sparkstate.runtime.checkpoint import OWN_DIR, committed_batches
-from sparkstate.runtime.storage import Entry, Storage
-
-LOG_FILE = "checkpoints.jsonl"
+from sparkstate.runtime.checkpoint_dir import CheckpointDir
+from sparkstate.runtime.storage import Entry
 
 _INCREMENTAL = (".changelog", ".delta")
 _SNAPSHOT = (".zip", ".snapshot")
@@ -132,26 +129,27 @@ class _Version:
 class StateFiles:
     """The state stores' files of a checkpoint directory, measured per version.
 
-    A snapshot zip's SST list is read once (snapshots do not change once written).
+    Locations are relative to the checkpoint's ``state/``. A snapshot zip's SST list is read
+    once (snapshots do not change once written).
     """
 
-    def __init__(self, store: Storage) -> None:
-        self.store = store
+    def __init__(self, checkpoint: CheckpointDir) -> None:
+        self.checkpoint = checkpoint
         self._ssts: dict[str, dict[str, int]] = {}
 
     def _store_dirs(self) -> list[tuple[str, ...]]:
-        """``state/<op>/<partition>`` and the named stores inside it (a join's four stores)."""
+        """``<op>/<partition>`` and the named stores inside it (a join's four stores)."""
         dirs = []
-        for op in self._subdirs("state"):
-            for part in self._subdirs("state", op):
-                base = ("state", op, part)
+        for op in self._subdirs():
+            for part in self._subdirs(op):
+                base = (op, part)
                 dirs.append(base)
                 dirs += [(*base, d) for d in self._subdirs(*base, digits=False)]
         return dirs
 
     def _subdirs(self, *parts: str, digits: bool = True) -> list[str]:
         return [
-            e.name for e in self.store.list(*parts)
+            e.name for e in self.checkpoint.list_state(*parts)
             if e.is_dir and (e.name.isdigit() if digits else not e.name.startswith(("_", ".")) and e.name != "SSTs")
         ]
 
@@ -174,7 +172,7 @@ class StateFiles:
         key = "/".join((*where, zip_name))
         if key not in self._ssts:
             try:
-                with zipfile.ZipFile(io.BytesIO(self.store.read_bytes(*where, zip_name))) as z:
+                with zipfile.ZipFile(io.BytesIO(self.checkpoint.read_state(*where, zip_name))) as z:
                     lines = z.read("metadata").decode().splitlines()
                 meta = json.loads(lines[1]) if len(lines) > 1 else {}
                 self._ssts[key] = {f["dfsSstFileName"]: int(f["sizeBytes"]) for f in meta.get("sstFiles", [])}
@@ -198,7 +196,7 @@ class StateFiles:
         """``{version: (delta_bytes, full_bytes, kind)}`` over every state store."""
         totals = {v: [0, 0, set()] for v in versions}
         for where in self._store_dirs():
-            files = self._versions(self.store.list(*where))
+            files = self._versions(self.checkpoint.list_state(*where))
             for v in versions:
                 here = files.get(v)
                 if here is None:  # not written yet, or cleaned up
@@ -228,12 +226,12 @@ def _kind(kinds: set) -> str:
 class CheckpointLog:
     """``<checkpoint>/sparkstate/checkpoints.jsonl``: the figures of the retained checkpoints."""
 
-    def __init__(self, store: Storage) -> None:
-        self.store = store
+    def __init__(self, checkpoint: CheckpointDir) -> None:
+        self.checkpoint = checkpoint
 
     def load(self) -> dict[int, CheckpointStats]:
         try:
-            text = self.store.read_text(OWN_DIR, LOG_FILE)
+            text = self.checkpoint.read_stats_log()
         except FileNotFoundError:
             return {}
         out: dict[int, CheckpointStats] = {}
@@ -247,7 +245,7 @@ class CheckpointLog:
 
     def save(self, entries: dict[int, CheckpointStats]) -> None:
         lines = [entries[b].to_json() for b in sorted(entries)]
-        self.store.write_atomic(("\n".join(lines) + "\n").encode(), OWN_DIR, LOG_FILE)
+        self.checkpoint.write_stats_log("\n".join(lines) + "\n")
 
 
 class CheckpointRecorder:
@@ -257,9 +255,10 @@ class CheckpointRecorder:
     as ``retained``; a batch replayed after a failure replaces its entry.
     """
 
-    def __init__(self, store: Storage) -> None:
-        self.files = StateFiles(store)
-        self.log = CheckpointLog(store)
+    def __init__(self, checkpoint: CheckpointDir) -> None:
+        self.checkpoint = checkpoint
+        self.files = StateFiles(checkpoint)
+        self.log = CheckpointLog(checkpoint)
         self.entries = self.log.load()
 
     def record(self, progress: dict) -> CheckpointStats | None:
@@ -275,45 +274,30 @@ class CheckpointRecorder:
             **base, delta_bytes=delta if has_state else None, full_bytes=full if has_state else None, kind=kind
         )
         self.entries[stats.batch_id] = stats
-        oldest = committed_batches(self.files.store)[:1]
+        oldest = self.checkpoint.committed_batches()[:1]
         if oldest:
             self.entries = {b: s for b, s in self.entries.items() if b >= oldest[0]}
         self.log.save(self.entries)
         return stats
 
 
-def retained_checkpoints(store: Storage) -> list[CheckpointStats]:
+def retained_checkpoints(checkpoint: CheckpointDir) -> list[CheckpointStats]:
     """The checkpoints Spark retains (its commit log), oldest first, with their recorded
     figures, and delta and full sizes measured on the files now (a snapshot that Spark
     uploaded after the batch counts). A batch without a record (written before sparkstate
     recorded them) gets its commit file's time and no duration."""
-    batches = committed_batches(store)
-    recorded = CheckpointLog(store).load()
-    sizes = StateFiles(store).measure([b + 1 for b in batches])
-    commit_times = {e.name: e.mtime_ms for e in store.list("commits")}
+    commit_times = checkpoint.commit_times()
+    batches = sorted(commit_times)
+    recorded = CheckpointLog(checkpoint).load()
+    sizes = StateFiles(checkpoint).measure([b + 1 for b in batches])
     out = []
     for b in batches:
         delta, full, kind = sizes[b + 1]
         stats = recorded.get(b)
         if stats is None:
-            stats = CheckpointStats(b, _iso(datetime.fromtimestamp(commit_times.get(str(b), 0) / 1000, timezone.utc)))
+            stats = CheckpointStats(b, _iso(datetime.fromtimestamp(commit_times[b] / 1000, timezone.utc)))
         if kind != "-":  # the files are there: they are the truth
             stats = CheckpointStats(**{**asdict(stats), "delta_bytes": delta, "full_bytes": full, "kind": kind})
         out.append(stats)
     return out
 
-
-def summary(stats: list[CheckpointStats]) -> dict[str, Any]:
-    """Mean and max duration, mean delta, the last full and state sizes, and the kinds."""
-    durations = [s.duration_ms for s in stats if s.duration_ms is not None]
-    deltas = [s.delta_bytes for s in stats if s.delta_bytes is not None]
-    last = stats[-1] if stats else None
-    return {
-        "checkpoints": len(stats),
-        "mean_duration_ms": sum(durations) / len(durations) if durations else None,
-        "max_duration_ms": max(durations) if durations else None,
-        "mean_delta_bytes": sum(deltas) / len(deltas) if deltas else None,
-        "last_full_bytes": last.full_bytes if last else None,
-        "last_state_bytes": last.state_bytes if last else None,
-        "kinds": sorted({s.kind for s in stats if s.kind != "-"}),
-    }

@@ -16,10 +16,10 @@ It gives the rows of the Python path (``engine/windows.py``) with Spark's own op
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from sparkstate.api.agg import BuiltinAggregates
+from sparkstate.runtime.checkpoint_dir import CheckpointDir
 from sparkstate.runtime.spark_sources import build_source, raw_marker_options
 
 
@@ -54,11 +54,11 @@ def native_frame(spark: Any, job: Any, marker: bool, scratch_dir: str | None = N
     return out.select(*[F.col(n).cast(t).alias(n) for n, t in zip(schema.names, schema.types)])
 
 
-def build_native_query(job: Any, spark: Any, checkpoint_dir: str | Path, marker: bool) -> Any:
+def build_native_query(job: Any, spark: Any, checkpoint: CheckpointDir, marker: bool) -> Any:
     """The configured ``DataStreamWriter`` of a native window job."""
-    from sparkstate.runtime.query import checkpointed, query_name, scratch_dir
+    from sparkstate.runtime.query import checkpointed, query_name
     from sparkstate.runtime.spark_sinks import attach
 
-    out = native_frame(spark, job, marker, scratch_dir=scratch_dir(checkpoint_dir))
+    out = native_frame(spark, job, marker, scratch_dir=checkpoint.list_source_dir)
     writer = attach(job.sink_spec, out.writeStream.queryName(query_name(job.name)).outputMode("append"))
-    return checkpointed(writer, job, checkpoint_dir)
+    return checkpointed(writer, job, checkpoint)

@@ -21,6 +21,7 @@ from sparkstate.api.agg import BuiltinAggregates
 from sparkstate.api.windows import SlidingEventTimeWindows, TumblingEventTimeWindows
 from sparkstate.connectors.sources import describe_guarantee
 from sparkstate.errors import JobDefinitionError
+from sparkstate.runtime.checkpoint_dir import CheckpointDir
 
 PYTHON = "python"
 NATIVE = "native"
@@ -109,7 +110,7 @@ def explain(job: Any) -> str:
     elif job.side_output_names:
         routed = dict(job.side_sinks)
         lines.append("  side outputs: " + ", ".join(
-            f"{n} -> {_describe(routed[n]) if n in routed else 'checkpoint side-outputs/' + n}" for n in job.side_output_names
+            f"{n} -> {_describe(routed[n]) if n in routed else f'checkpoint {CheckpointDir.SIDE_OUTPUTS}/{n}'}" for n in job.side_output_names
         ))
     if p.path == NATIVE:
         lines.append("  path:       native (Spark SQL window aggregation on the JVM; no Python per event)")

@@ -14,14 +14,13 @@ none of them, so a restart replays it whole. The job's
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 from sparkstate.api.functions import KeyedProcessFunction
 from sparkstate.api.job import JobDescription as Job
 from sparkstate.engine.events import END_OF_INPUT_MS
 from sparkstate.errors import JobDefinitionError
-from sparkstate.runtime import storage
+from sparkstate.runtime.checkpoint_dir import CheckpointDir
 
 
 def output_arrow(job: Job) -> Any:
@@ -69,31 +68,20 @@ def operator_spec(job: Job, fn: KeyedProcessFunction, output_arrow: Any) -> Any:
     )
 
 
-def side_output_dir(checkpoint_dir: str | Path) -> str:
-    """Where side outputs without a sink of their own are kept (Parquet, one folder per batch)."""
-    return storage.join(str(checkpoint_dir), "side-outputs")
-
-
-def scratch_dir(checkpoint_dir: str | Path) -> str | None:
-    """Where a list source's events are written for Spark's Python workers to read: beside a
-    local checkpoint, else a temporary directory (they are written again by every run)."""
-    return storage.join(str(checkpoint_dir), "sparkstate-sources") if storage.is_local(str(checkpoint_dir)) else None
-
-
-def checkpointed(writer: Any, job: Job, checkpoint_dir: str | Path) -> Any:
-    """``writer`` checkpointing into ``checkpoint_dir`` at the job's checkpoint interval."""
-    return writer.option("checkpointLocation", str(checkpoint_dir)).trigger(processingTime=job.settings.checkpoint.trigger)
+def checkpointed(writer: Any, job: Job, checkpoint: CheckpointDir) -> Any:
+    """``writer`` checkpointing into ``checkpoint`` at the job's checkpoint interval."""
+    return writer.option("checkpointLocation", checkpoint.root).trigger(processingTime=job.settings.checkpoint.trigger)
 
 
 def build_query(
-    job: Job, spec: Any, spark: Any, checkpoint_dir: str | Path, side_counts: dict[int, dict[str, int]] | None = None
+    job: Job, spec: Any, spark: Any, checkpoint: CheckpointDir, side_counts: dict[int, dict[str, int]] | None = None
 ) -> Any:
     """The configured ``DataStreamWriter`` of ``job``."""
     from sparkstate.runtime.spark_processor import GROUP_STATE_SCHEMA, KeyGroupFunction, KeyGroupProcessor
     from sparkstate.runtime.spark_sinks import attach, attach_dispatch
     from sparkstate.runtime.spark_sources import build_packed
 
-    packed = build_packed(spark, job, spec.end_watermark is not None, scratch_dir=scratch_dir(checkpoint_dir))
+    packed = build_packed(spark, job, spec.end_watermark is not None, scratch_dir=checkpoint.list_source_dir)
     if spec.event_time:
         packed = packed.withWatermark("ts", f"{watermark_delay_ms(job)} milliseconds")
     # No filter for the end-of-input marker (blob NULL): Spark would push it below the
@@ -118,10 +106,10 @@ def build_query(
         )
     stream = out.writeStream.queryName(query_name(job.name))
     if spec.side_outputs:
-        writer = attach_dispatch(job, stream, side_output_dir(checkpoint_dir), side_counts if side_counts is not None else {})
+        writer = attach_dispatch(job, stream, checkpoint.side_output_dir, side_counts if side_counts is not None else {})
     else:
         writer = attach(job.sink_spec, stream)
-    return checkpointed(writer, job, checkpoint_dir)
+    return checkpointed(writer, job, checkpoint)
 
 
 def query_name(name: str) -> str:

@@ -1,10 +1,12 @@
 """Running a job on Spark: the checks before Spark starts, the query, and the loop that
 watches it until the input is done, a condition holds, time is up or Ctrl-C.
 
-The job's :class:`~sparkstate.api.checkpointing.CheckpointConfig` is applied to the session
-(Spark SQL settings set before the query starts) and the query (``query.py``); the loop
-accounts each micro-batch that ran and records its checkpoint's figures
-(``checkpoint_stats.py``) as its progress arrives.
+The checkpoint directory is opened once, as a
+:class:`~sparkstate.runtime.checkpoint_dir.CheckpointDir`, and handed to everything that
+reads or writes under it. The job's :class:`~sparkstate.api.checkpointing.CheckpointConfig`
+is applied to the session (Spark SQL settings set before the query starts) and the query
+(``query.py``); the loop accounts each micro-batch that ran and records its checkpoint's
+figures (``checkpoint_stats.py``) as its progress arrives.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from sparkstate.api.job import JobDescription as Job
 from sparkstate.engine.compile import keyed_function
 from sparkstate.engine.operator import KeyedOperator
 from sparkstate.errors import JobDefinitionError
-from sparkstate.runtime import checkpoint as ckpt
-from sparkstate.runtime import storage
+from sparkstate.runtime.checkpoint import check_or_write, job_metadata
+from sparkstate.runtime.checkpoint_dir import CheckpointDir
 from sparkstate.runtime.checkpoint_stats import CheckpointRecorder, state_bytes
 from sparkstate.runtime.failures import clean_failure
 from sparkstate.runtime.interrupts import ctrl_c_stops
@@ -51,10 +53,10 @@ def _end_reached(entries: list[dict], end: int | None) -> bool:
     return offset is not None and offset >= end
 
 
-def _already_complete(store: storage.Storage, end: int | None) -> bool:
+def _already_complete(checkpoint: CheckpointDir, end: int | None) -> bool:
     if end is None:
         return False
-    _, offset = ckpt.last_committed_offset(store)
+    _, offset = checkpoint.last_committed_offset()
     return isinstance(offset, dict) and int(offset.get("offset", -1)) >= end
 
 
@@ -80,10 +82,9 @@ def run_job(
             "(Job.run(checkpoint_dir=...), Job.with_checkpointing(directory=...), or --checkpoint on the command line)"
         )
     job.validate()
-    checkpoint_dir = storage.normalize(checkpoint_dir)
-    if not storage.is_local(checkpoint_dir):  # Hadoop's file systems are reached through Spark's JVM
+    if CheckpointDir.needs_spark(checkpoint_dir):
         spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
-    store = storage.open_storage(checkpoint_dir, spark)
+    checkpoint = CheckpointDir.open(checkpoint_dir, spark)
     # declared state, from a copy: the job's function object stays unopened for Spark to ship
     chosen = plan(job)
     # a window job's function is compiled here, once; the native path never runs it but
@@ -91,9 +92,9 @@ def run_job(
     function = keyed_function(job)
     # declared state, from a copy: the job's function object stays unopened for Spark to ship
     descriptors = KeyedOperator(copy.deepcopy(function), job.key_columns).open()
-    result = RunResult(job=job.name, checkpoint_dir=checkpoint_dir)
+    result = RunResult(job=job.name, checkpoint_dir=checkpoint.root)
     # an unreachable database or a table that does not fit stops the job here, before Spark starts
-    job = open_database_sinks(job, checkpoint_dir, native=chosen.path == NATIVE)
+    job = open_database_sinks(job, checkpoint, native=chosen.path == NATIVE)
 
     # resolving the output's Arrow schema needs Spark: it comes once Spark runs
     spec = operator_spec(job, function, output_arrow=None)
@@ -106,17 +107,17 @@ def run_job(
         partitions = local_cores(None)  # what the session get_spark starts will have
     settings = {"parallelism": partitions}
     result.plan = chosen.path
-    meta = ckpt.job_metadata(job, spec, descriptors, settings)
+    meta = job_metadata(job, spec, descriptors, settings)
     # a checkpoint of another job, a finished run and a read-only or full directory are
     # found before Spark starts (10 s and more on a small machine)
-    result.warnings = ckpt.check_or_write(store, meta)
+    result.warnings = check_or_write(checkpoint, meta)
 
     marker = spec.end_watermark is not None
     end = job.source_spec.end_offset(marker) if hasattr(job.source_spec, "end_offset") else None
-    if _already_complete(store, end):
+    if _already_complete(checkpoint, end):
         result.completed = result.already_complete = True
         return result
-    ckpt.ensure_writable(store)
+    checkpoint.ensure_writable()
 
     spark = spark or get_spark(parallelism=partitions, log_file=log_file)
     spec = replace(spec, output_arrow=output_arrow(job))
@@ -128,11 +129,11 @@ def run_job(
     if chosen.path == NATIVE:
         from sparkstate.runtime.native_windows import build_native_query
 
-        writer = build_native_query(job, spark, checkpoint_dir, marker)
+        writer = build_native_query(job, spark, checkpoint, marker)
     else:
-        writer = build_query(job, spec, spark, checkpoint_dir, result.batch_side_outputs)
+        writer = build_query(job, spec, spark, checkpoint, result.batch_side_outputs)
 
-    recorder = CheckpointRecorder(store)
+    recorder = CheckpointRecorder(checkpoint)
     seen = -1
 
     def take_progress() -> None:
@@ -154,11 +155,11 @@ def run_job(
                 if not query.isActive:
                     exc = query.exception()
                     if exc is not None:
-                        problem = ckpt.diagnose_failure(store)
+                        problem = checkpoint.diagnose_failure()
                         if problem is not None:
                             raise problem from None
-                        batch, _ = ckpt.last_committed_offset(store)
-                        raise clean_failure(exc, checkpoint_dir, batch) from None
+                        batch, _ = checkpoint.last_committed_offset()
+                        raise clean_failure(exc, checkpoint.root, batch) from None
                     result.completed = True
                     break
                 if _end_reached(result.progress, end) or (until is not None and until(result)):
@@ -187,7 +188,7 @@ def _record_checkpoint(result: RunResult, recorder: CheckpointRecorder, p: dict)
     try:
         stats = recorder.record(p)
     except OSError as exc:
-        raise ckpt.failed_write(recorder.files.store, exc) from exc
+        raise recorder.checkpoint.failed_write(exc) from exc
     if stats is not None:
         result.checkpoints.append(stats)
         p["checkpoint"] = asdict(stats)

@@ -23,6 +23,7 @@ from sparkstate.connectors import database
 from sparkstate.connectors.sinks import ConsoleSink, DatabaseSink, ForeachBatchSink, MemorySink, NoopSink, ParquetSink
 from sparkstate.errors import JobDefinitionError
 from sparkstate.engine.output import python_rows
+from sparkstate.runtime.checkpoint_dir import CheckpointDir
 
 
 def _print_batch(sink: ConsoleSink, df: Any, batch_id: int, title: str = "") -> None:
@@ -64,18 +65,16 @@ def attach(sink: Any, writer: Any) -> Any:
     )
 
 
-def open_database_sinks(job: Any, checkpoint_dir: str, native: bool) -> Any:
+def open_database_sinks(job: Any, checkpoint: CheckpointDir, native: bool) -> Any:
     """Bind the job's database sinks to it and check each one before batch 0 (reachable,
     table created or fitting, markers agreeing with the checkpoint); returns the bound job.
 
     A job on the native path has no side outputs, so their tables are not created for it.
     """
-    from sparkstate.runtime.checkpoint import last_committed_offset
-
     job = database.bind_job_sinks(job)
     sinks = database.job_database_sinks(job, with_side_outputs=not native)
     if sinks:
-        last, _ = last_committed_offset(checkpoint_dir)
+        last, _ = checkpoint.last_committed_offset()
         for sink, schema in sinks:
             database.prepare(sink, schema, last)
     return job

@@ -1,7 +1,10 @@
-"""Reading a checkpoint's state with Spark's state data source (read-only).
+"""Reading what a run left, with Spark (read-only): the checkpoint's state through Spark's
+state data source, and the latest output rows of a Parquet sink.
 
 Each key group's meta entry knows how many keys the group holds; summing them gives the number
 of keys in state, which Spark's own metrics (state-store entries, i.e. buckets) do not show.
+Both readers use the session the run left active and give None without one, so the command
+line shows what it can without starting Spark.
 """
 
 from __future__ import annotations
@@ -30,3 +33,34 @@ def count_keys(spark: Any, checkpoint_dir: str | Path, state_backend: str) -> in
         return sum(m.n_keys for m in group_metas(spark, checkpoint_dir, state_backend).values())
     except Exception:  # no committed batch yet, or a checkpoint of another layout
         return None
+
+
+def state_keys(checkpoint_dir: str, state_backend: str) -> int | None:
+    """:func:`count_keys` with the active Spark session; None when there is none."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    return count_keys(spark, checkpoint_dir, state_backend) if spark is not None else None
+
+
+def latest_rows(path: str, key: str, order: str | None, limit: int = 10) -> list[dict[str, Any]] | None:
+    """The Parquet output's latest row per ``key``, the top ``limit`` by ``order`` (default:
+    ``key``); None without an active Spark session or Spark's output there, [] when it is empty."""
+    from pyspark.sql import SparkSession
+    import pyspark.sql.functions as F
+
+    spark = SparkSession.getActiveSession()
+    if spark is None or not Path(path, "_spark_metadata").exists():
+        return None
+    df = spark.read.parquet(path)
+    if df.isEmpty():
+        return []
+    order = order or key
+    latest = (
+        df.groupBy(key)
+        .agg(F.max_by(F.struct(*df.columns), F.col(order)).alias("row"))
+        .select("row.*")
+        .orderBy(F.col(order).desc())
+        .limit(limit)
+    )
+    return [r.asDict() for r in latest.collect()]

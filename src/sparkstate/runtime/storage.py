@@ -1,11 +1,11 @@
 """Reading and writing files in a checkpoint directory, wherever it lives.
 
 Spark takes any Hadoop-compatible URI as a checkpoint location: a local path, ``file://``,
-``hdfs://``, ``s3a://``... sparkstate keeps a few files of its own there (``sparkstate.json``,
-``sparkstate/checkpoints.jsonl``) and reads Spark's (the offset and commit logs, the state
-stores' files). A local directory is read and written with Python's own file functions, so
-the command line can inspect a checkpoint without starting Spark; any other URI goes through
-Hadoop's ``FileSystem`` in the JVM of a Spark session, as Spark itself does.
+``hdfs://``, ``s3a://``... A local directory is read and written with Python's own file
+functions, so the command line can inspect a checkpoint without starting Spark; any other URI
+goes through Hadoop's ``FileSystem`` in the JVM of a Spark session, as Spark itself does.
+This is the file-access layer only: what lies where in a checkpoint directory is
+:class:`~sparkstate.runtime.checkpoint_dir.CheckpointDir`'s to know.
 
 Paths are given relative to the checkpoint directory as parts: ``storage.read_text("offsets", "3")``.
 Failures are ``OSError`` with the errno of the cause (for Hadoop file systems: inferred from

@@ -1,0 +1,218 @@
+"""One checkpoint directory: where it is, how it is reached, and what lies under it.
+
+A run opens its checkpoint directory once (:meth:`CheckpointDir.open`) and hands the object
+to everything that reads or writes there; no other module spells a path under it. The layout:
+
+* Spark's own files, read and never written by sparkstate: ``offsets/`` (the offset log,
+  written before a batch), ``commits/`` (the commit log, after it) and ``state/`` (the state
+  stores' files, measured by ``checkpoint_stats.py``);
+* ``sparkstate.json``: the job the checkpoint belongs to (checked by ``checkpoint.py``);
+* ``sparkstate/``: sparkstate's own files: ``checkpoints.jsonl`` (each retained checkpoint's
+  figures) and, for a moment, a write probe;
+* ``side-outputs/<name>/``: side outputs without a sink of their own (Parquet);
+* ``sparkstate-sources/``: a list source's events for Spark's Python workers (local
+  directories only; every run writes them again).
+
+A directory that cannot be written (no permission, a read-only mount, a full disk) stops the
+job with :class:`CheckpointStorageError`, before Spark starts when it can be seen then, or
+when a running job fails on it; what was committed stays, and the next run resumes from it.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from typing import Any
+
+from sparkstate.errors import CheckpointStorageError
+from sparkstate.runtime.storage import Entry, Storage, is_local, normalize, open_storage
+
+#: bytes written to test that a checkpoint directory takes writes: more than a small batch's
+#: checkpoint, so that a nearly full disk shows before Spark fails on it
+PROBE_BYTES = 1 << 20
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
+_NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS}
+
+
+class CheckpointDir:
+    """An opened checkpoint directory: its root (what Spark's ``checkpointLocation`` gets),
+    its :class:`~sparkstate.runtime.storage.Storage`, the locations under it and the
+    operations on them."""
+
+    METADATA_FILE = "sparkstate.json"
+    #: sparkstate's own files (besides ``sparkstate.json``)
+    OWN_DIR = "sparkstate"
+    STATS_LOG = "checkpoints.jsonl"
+    WRITE_PROBE = "write-probe"
+    SIDE_OUTPUTS = "side-outputs"
+    LIST_SOURCES = "sparkstate-sources"
+    #: Spark's own
+    OFFSETS = "offsets"
+    COMMITS = "commits"
+    STATE = "state"
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+
+    @classmethod
+    def open(cls, directory: str | os.PathLike, spark: Any = None) -> "CheckpointDir":
+        """The checkpoint directory at a path or a Hadoop URI, normalized (an absolute local
+        path, or the URI). A non-local URI is reached through a Spark session's JVM: ``spark``,
+        else the active one, else a new local one."""
+        return cls(open_storage(directory, spark))
+
+    @staticmethod
+    def needs_spark(directory: str | os.PathLike) -> bool:
+        """Whether the directory is reached through Spark's JVM (any file system but a local
+        one goes through Hadoop's), so a Spark session must run before it is opened."""
+        return not is_local(normalize(directory))
+
+    @property
+    def root(self) -> str:
+        return self.storage.root
+
+    def __repr__(self) -> str:
+        return f"CheckpointDir({self.root!r})"
+
+    # ------------------------------------------------------------------ locations
+
+    @property
+    def side_output_dir(self) -> str:
+        """Where side outputs without a sink of their own are kept (Parquet, a folder per name)."""
+        return self.storage.path(self.SIDE_OUTPUTS)
+
+    @property
+    def list_source_dir(self) -> str | None:
+        """Where a list source's events are written for Spark's Python workers to read: beside a
+        local checkpoint; None (a temporary directory) for any other."""
+        return self.storage.path(self.LIST_SOURCES) if is_local(self.root) else None
+
+    @property
+    def metadata_path(self) -> str:
+        return self.storage.path(self.METADATA_FILE)
+
+    @property
+    def stats_log_path(self) -> str:
+        return self.storage.path(self.OWN_DIR, self.STATS_LOG)
+
+    def exists(self) -> bool:
+        return self.storage.exists()
+
+    def delete(self) -> None:
+        """Delete the whole directory (``sparkstate run --fresh``)."""
+        self.storage.delete()
+
+    # ------------------------------------------------------------------ sparkstate.json
+
+    def has_metadata(self) -> bool:
+        return self.storage.exists(self.METADATA_FILE)
+
+    def read_metadata(self) -> dict:
+        """The recorded job metadata (``OSError`` when unreadable, ``ValueError`` when not JSON)."""
+        return json.loads(self.storage.read_text(self.METADATA_FILE))
+
+    def write_metadata(self, meta: dict) -> None:
+        self.storage.write_atomic(json.dumps(meta, indent=2, sort_keys=True).encode(), self.METADATA_FILE)
+
+    # ------------------------------------------------------------------ Spark's logs and state files
+
+    def has_offset_log(self) -> bool:
+        """Whether Spark has written an offset log here (a batch was planned)."""
+        return self.storage.exists(self.OFFSETS)
+
+    def commit_times(self) -> dict[int, int]:
+        """``{batch_id: commit time in epoch ms}`` of the batches in Spark's commit log."""
+        return {int(e.name): e.mtime_ms for e in self.storage.list(self.COMMITS) if e.name.isdigit()}
+
+    def committed_batches(self) -> list[int]:
+        """The batch ids in Spark's commit log, oldest first: the checkpoints it still retains."""
+        return sorted(self.commit_times())
+
+    def last_committed_offset(self) -> tuple[int | None, Any]:
+        """``(batch_id, first source offset)`` of the last committed micro-batch, or ``(None, None)``."""
+        commits = self.committed_batches()
+        if not commits:
+            return None, None
+        batch = commits[-1]
+        try:
+            lines = self.storage.read_text(self.OFFSETS, str(batch)).splitlines()
+            offset = json.loads(lines[2]) if len(lines) > 2 and lines[2] not in ("-", "") else None
+        except (OSError, ValueError):
+            offset = None
+        return batch, offset
+
+    def list_state(self, *parts: str) -> list[Entry]:
+        """A directory under ``state/`` (parts relative to it); empty when it does not exist."""
+        return self.storage.list(self.STATE, *parts)
+
+    def read_state(self, *parts: str) -> bytes:
+        """A file under ``state/`` (parts relative to it)."""
+        return self.storage.read_bytes(self.STATE, *parts)
+
+    # ------------------------------------------------------------------ sparkstate/checkpoints.jsonl
+
+    def read_stats_log(self) -> str:
+        """The checkpoint figures' log (``FileNotFoundError`` before the first is recorded)."""
+        return self.storage.read_text(self.OWN_DIR, self.STATS_LOG)
+
+    def write_stats_log(self, text: str) -> None:
+        self.storage.write_atomic(text.encode(), self.OWN_DIR, self.STATS_LOG)
+
+    # ------------------------------------------------------------------ storage faults
+
+    def failed_write(self, exc: OSError) -> CheckpointStorageError:
+        """The error that stops a job whose write into this directory failed with ``exc``:
+        the problem, the fix, and the batches that are kept."""
+        return _storage_error(self.root, exc, self.last_committed_offset()[0])
+
+    def _write_problem(self) -> OSError | None:
+        """Write and delete a probe file of ``PROBE_BYTES`` in ``sparkstate/``: the error that
+        shows the directory cannot take writes now, or None."""
+        try:
+            self.storage.write_atomic(bytes(PROBE_BYTES), self.OWN_DIR, self.WRITE_PROBE)
+            self.storage.delete(self.OWN_DIR, self.WRITE_PROBE)
+        except OSError as exc:
+            return exc
+        return None
+
+    def ensure_writable(self) -> None:
+        """Raise :class:`CheckpointStorageError` when the directory cannot take writes (checked
+        before Spark starts: a resumed checkpoint is otherwise only read until then)."""
+        exc = self._write_problem()
+        if exc is not None:
+            raise self.failed_write(exc)
+
+    def diagnose_failure(self) -> CheckpointStorageError | None:
+        """After a job failed: the storage error when the directory cannot take writes.
+
+        Spark rarely says so itself: RocksDB's changelog is written by the state server thread,
+        and when that dies on a full disk the query reports only that the Python worker lost its
+        connection (``EOFError``). So the directory is probed instead of the message read.
+        """
+        exc = self._write_problem()
+        if exc is None or exc.errno not in _NO_SPACE | _NOT_WRITABLE:
+            return None
+        return self.failed_write(exc)
+
+
+def _storage_error(root: str, exc: OSError, last_batch: int | None) -> CheckpointStorageError:
+    detail = exc.strerror or str(exc)
+    if exc.errno in _NO_SPACE:
+        problem = f"no space left for checkpoint directory {root} ({detail})"
+        fix = ("free space on its disk (or raise the quota), or copy the whole directory to a larger "
+               "disk and run with the copy")
+    elif exc.errno in _NOT_WRITABLE:
+        problem = f"checkpoint directory {root} is not writable ({detail})"
+        fix = ("make it writable for the user running the job (its permissions, a read-only mount, "
+               "an immutable attribute), or copy the whole directory to a writable place and run with the copy")
+    elif exc.errno == errno.ENOTDIR:
+        problem = f"checkpoint directory {root} cannot be created: part of its path is a file ({detail})"
+        fix = "choose a directory you can write to"
+    else:
+        where = f": {exc.filename}" if exc.filename and exc.filename != root else ""
+        problem = f"cannot write to checkpoint directory {root} ({detail}{where})"
+        fix = "choose a directory you can write to"
+    kept = ("no batch was committed yet" if last_batch is None
+            else f"batches up to {last_batch} are committed there and kept")
+    return CheckpointStorageError(f"{problem}. Fix: {fix}; then run again to resume ({kept}; a failing batch commits nothing).")
