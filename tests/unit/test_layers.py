@@ -155,22 +155,7 @@ def test_runtime_is_where_pyspark_is_imported():
     assert _spark_imports("runtime"), "runtime imports no pyspark: has the Spark adapter moved?"
 
 
-@pytest.mark.parametrize(
-    "floor",
-    [
-        pytest.param(
-            f,
-            marks=pytest.mark.xfail(
-                strict=False,
-                reason="cli.py reads the output and the state store with pyspark itself "
-                "(_state_keys, _print_results); that code is moving into runtime",
-            ),
-        )
-        if f == "cli"
-        else f
-        for f in sorted(set(MAY_IMPORT) - {"runtime"})
-    ],
-)
+@pytest.mark.parametrize("floor", sorted(set(MAY_IMPORT) - {"runtime"}))
 def test_only_runtime_imports_pyspark(floor):
     wrong = _spark_imports(floor)
     assert not wrong, "only sparkstate/runtime may import pyspark or py4j:\n" + "\n".join(wrong)
