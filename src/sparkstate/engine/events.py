@@ -23,6 +23,7 @@ beside the events, and the operator emits them to the ``dead_letters`` side outp
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -30,7 +31,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkstate.engine.operator import timestamp_reader, to_epoch_millis
+from sparkstate.api.time import epoch_millis
+from sparkstate.engine.operator import timestamp_reader
 
 PACKED_SCHEMA = "kg int, part int, seq int, ts timestamp, blob binary"
 PACKED_ARROW_SCHEMA = pa.schema(
@@ -111,8 +113,10 @@ class Packer:
             read = timestamp_reader(None, self.timestamp_assigner)
             times = []
             for ev in body.to_pylist():
-                t = to_epoch_millis(read(ev))  # type: ignore[misc]
-                times.append(t if type(t) is int else none)  # unreadable: a dead letter downstream
+                t = read(ev)  # type: ignore[misc]
+                if type(t) is not int:
+                    t = epoch_millis(t) if isinstance(t, datetime) else none  # unreadable: a dead letter downstream
+                times.append(t)
             return np.array(times, dtype=np.int64)
         if self.time_column is None:
             return None

@@ -39,6 +39,7 @@ from sparkstate.api.functions import (
     TimerService,
 )
 from sparkstate.api.state import TIMERS_FIELD, KeyScope, StateDescriptor
+from sparkstate.api.time import epoch_millis
 from sparkstate.errors import JobDefinitionError, KeyColumnError, ProcessFunctionError, SparkStateError, TimerError
 
 #: on_timer may register already-due timers; after this many rounds in one batch it is a loop.
@@ -56,16 +57,11 @@ _short.maxother = 120
 _short.maxdict = 12
 _short.maxlist = 12
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
-
 
 def to_epoch_millis(value: Any) -> Any:
-    """Datetimes become epoch ms (naive ones are read as UTC); anything else is returned as is."""
-    if isinstance(value, _dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=_dt.timezone.utc)
-        return (value - _EPOCH) // _dt.timedelta(milliseconds=1)
-    return value
+    """Datetimes become epoch ms (:func:`~sparkstate.api.time.epoch_millis`: naive ones are
+    UTC, rounded down); anything else is returned as is."""
+    return epoch_millis(value) if isinstance(value, _dt.datetime) else value
 
 
 class UnreadableTime:
@@ -284,7 +280,7 @@ class KeyedOperator:
         """An event time that is not epoch ms yet: a datetime is converted; anything else
         (missing, unparseable) sends the event to the dead-letter output with the reason."""
         if isinstance(t, _dt.datetime):
-            return to_epoch_millis(t)
+            return epoch_millis(t)
         if isinstance(t, int) and not isinstance(t, bool):
             return int(t)
         if isinstance(t, UnreadableTime):
