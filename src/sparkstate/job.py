@@ -57,7 +57,7 @@ class Job(JobDescription):
         *,
         checkpoint_dir: str | Path | None = None,
         spark: Any = None,
-        on_progress: Callable[[dict], None] | None = None,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
         timeout: float | None = None,
         log_file: str | Path | None = None,
         until: Callable[["RunResult"], bool] | None = None,

@@ -64,7 +64,7 @@ class CheckpointConfig:
       Spark's in-memory store). Fixed for the life of a checkpoint.
     """
 
-    directory: str | os.PathLike | None = None
+    directory: str | os.PathLike[str] | None = None
     interval: str | timedelta | int = DEFAULT_INTERVAL
     retained: int = DEFAULT_RETAINED
     incremental: bool = True

@@ -29,7 +29,9 @@ _PY_TO_DDL = {
 
 
 def _split_top_level(text: str) -> list[str]:
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch in "<(":
             depth += 1
@@ -172,7 +174,7 @@ class Schema:
             ddl_types.append(ddl)
         return Schema(tuple(names), tuple(ddl_types))
 
-    def row_to_dict(self, row: Any) -> dict:
+    def row_to_dict(self, row: Any) -> dict[str, Any]:
         """One emitted row (dict, tuple or dataclass instance) as a dict of this schema's fields."""
         names = self.names
         if isinstance(row, dict):
@@ -194,7 +196,7 @@ class Schema:
             f"output rows must be dicts, tuples or dataclass instances, got {type(row).__name__} {row!r}"
         )
 
-    def columns(self, rows: list) -> dict[str, list]:
+    def columns(self, rows: list[Any]) -> dict[str, list[Any]]:
         """Rows turned into one list per field (fast paths for all-dict and all-tuple rows)."""
         names = self.names
         if not rows:

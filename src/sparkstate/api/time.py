@@ -17,6 +17,8 @@ from typing import Any, Callable
 from sparkstate.errors import JobDefinitionError
 
 Duration = timedelta | int
+#: A function of an event (column name to value) that returns its time: epoch ms or a datetime.
+TimestampAssigner = Callable[[dict[str, Any]], int | datetime]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MS = timedelta(milliseconds=1)
@@ -117,7 +119,7 @@ class WatermarkStrategy:
     max_out_of_orderness_ms: int = 0
     timestamp_column: str | None = None
     #: ``fn(event dict) -> epoch ms or datetime``; it sees timestamps as epoch ms
-    timestamp_assigner: Callable[[dict], Any] | None = None
+    timestamp_assigner: TimestampAssigner | None = None
 
     @staticmethod
     def for_bounded_out_of_orderness(max_out_of_orderness: Duration) -> "WatermarkStrategy":
@@ -136,7 +138,7 @@ class WatermarkStrategy:
             raise JobDefinitionError(f"timestamp column must be a column name, got {column!r}")
         return replace(self, timestamp_column=column, timestamp_assigner=None)
 
-    def with_timestamp_assigner(self, assigner: Callable[[dict], Any]) -> "WatermarkStrategy":
+    def with_timestamp_assigner(self, assigner: TimestampAssigner) -> "WatermarkStrategy":
         """Take each event's time from ``assigner(event)``: epoch ms (int) or a datetime.
 
         It runs where the events are read (for the watermark) and again in the keyed

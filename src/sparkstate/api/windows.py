@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Iterable
 
+from sparkstate.api.state import KeyScope
 from sparkstate.api.time import Duration, TimeDomain, to_millis
 from sparkstate.errors import JobDefinitionError
 
@@ -175,7 +176,7 @@ class WindowContext:
 
     __slots__ = ("window", "_scope")
 
-    def __init__(self, window: TimeWindow, scope: Any) -> None:
+    def __init__(self, window: TimeWindow, scope: KeyScope) -> None:
         self.window = window
         self._scope = scope
 
@@ -198,5 +199,5 @@ class ProcessWindowFunction:
                     yield {"item_id": item, "views": n, "window_end": context.window.end}
     """
 
-    def process(self, key: Any, context: WindowContext, elements: list[dict]) -> Iterable[Any] | None:
+    def process(self, key: Any, context: WindowContext, elements: list[dict[str, Any]]) -> Iterable[Any] | None:
         raise NotImplementedError(f"{type(self).__name__} must define process(key, context, elements)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -61,7 +62,7 @@ def _already_complete(store: storage.Storage, end: int | None) -> bool:
 def run_job(
     job: Job,
     *,
-    checkpoint_dir: str | Path | None,
+    checkpoint_dir: str | os.PathLike[str] | None,
     spark: Any = None,
     on_progress: Callable[[dict], None] | None = None,
     timeout: float | None = None,
