@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -10,7 +10,7 @@ from sparkstate.api.checkpointing import interval_millis
 from sparkstate.api.time import epoch_micros, epoch_millis, to_millis
 from sparkstate.errors import JobDefinitionError
 
-UTC = timezone.utc
+UTC = UTC
 
 
 @pytest.mark.parametrize(
@@ -75,5 +75,6 @@ def test_interval_millis_must_be_whole_and_non_negative(bad):
 
 @pytest.mark.parametrize("bad", ["soon", "5 fortnights", 1.5, False])
 def test_interval_millis_names_the_forms(bad):
-    with pytest.raises(JobDefinitionError, match="^interval must be a duration such as '500 milliseconds', '2 seconds' or '1 minute', a datetime.timedelta or int milliseconds, got "):
+    forms = "a duration such as '500 milliseconds', '2 seconds' or '1 minute', a datetime.timedelta or int milliseconds"
+    with pytest.raises(JobDefinitionError, match=f"^interval must be {forms}, got "):
         interval_millis(bad)

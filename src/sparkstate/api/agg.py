@@ -15,8 +15,9 @@ Example::
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from sparkstate.api.state import AggregateFunction
 from sparkstate.errors import JobDefinitionError

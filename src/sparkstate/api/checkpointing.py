@@ -74,7 +74,8 @@ class CheckpointConfig:
         if self.directory is not None:
             if not isinstance(self.directory, (str, os.PathLike)) or not str(self.directory).strip():
                 raise JobDefinitionError(
-                    f"directory must be a non-empty path or URI (e.g. 'checkpoints/job', 'hdfs://nn/ckpt'), got {self.directory!r}"
+                    "directory must be a non-empty path or URI (e.g. 'checkpoints/job', 'hdfs://nn/ckpt'), "
+                    f"got {self.directory!r}"
                 )
             object.__setattr__(self, "directory", os.fspath(self.directory))
         interval_millis(self.interval)

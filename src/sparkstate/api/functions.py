@@ -7,8 +7,9 @@ milliseconds (ints), as in Flink.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from sparkstate.api.state import (
     TIMERS_FIELD,

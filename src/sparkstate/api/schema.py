@@ -116,7 +116,7 @@ class Schema:
         return tuple(n for n, t in zip(self.names, self.types) if t.lower().startswith("timestamp"))
 
     @staticmethod
-    def of(spec: Any) -> "Schema":
+    def of(spec: Any) -> Schema:
         """Build from a DDL string (``"merchant_id string, total double"``), a dataclass or a StructType."""
         if isinstance(spec, Schema):
             return spec
@@ -134,7 +134,7 @@ class Schema:
         )
 
     @staticmethod
-    def _from_ddl(ddl: str) -> "Schema":
+    def _from_ddl(ddl: str) -> Schema:
         names, types = [], []
         for part in _split_top_level(ddl):
             if part.startswith("`"):
@@ -156,7 +156,7 @@ class Schema:
         return Schema(tuple(names), tuple(types))
 
     @staticmethod
-    def _from_dataclass(cls: type) -> "Schema":
+    def _from_dataclass(cls: type) -> Schema:
         hints = typing.get_type_hints(cls)
         names, ddl_types = [], []
         for f in dataclasses.fields(cls):

@@ -15,8 +15,9 @@ from __future__ import annotations
 import copy
 import types
 import typing
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Iterable, Iterator, TypeAlias, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar
 
 from sparkstate.api.time import MIN_WATERMARK
 from sparkstate.errors import StateAccessError, StateDescriptorError, StateTypeError

@@ -9,10 +9,11 @@ round down (floor), exactly, also before 1970.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from enum import IntEnum
-from typing import Any, Callable
+from typing import Any
 
 from sparkstate.errors import JobDefinitionError
 
@@ -20,7 +21,7 @@ Duration = timedelta | int
 #: A function of an event (column name to value) that returns its time: epoch ms or a datetime.
 TimestampAssigner = Callable[[dict[str, Any]], int | datetime]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 _US = timedelta(microseconds=1)
 
@@ -55,14 +56,14 @@ def epoch_millis(value: datetime) -> int:
     """A datetime as epoch milliseconds (a naive one is UTC), rounded down exactly: no float,
     so ``1969-12-31 23:59:59.999500`` is -1 and ``00:00:00.000999`` is 0."""
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
+        value = value.replace(tzinfo=UTC)
     return (value - _EPOCH) // _MS
 
 
 def epoch_micros(value: datetime) -> int:
     """A datetime as epoch microseconds (Spark's timestamps), by :func:`epoch_millis`'s rule."""
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
+        value = value.replace(tzinfo=UTC)
     return (value - _EPOCH) // _US
 
 
@@ -122,23 +123,23 @@ class WatermarkStrategy:
     timestamp_assigner: TimestampAssigner | None = None
 
     @staticmethod
-    def for_bounded_out_of_orderness(max_out_of_orderness: Duration) -> "WatermarkStrategy":
+    def for_bounded_out_of_orderness(max_out_of_orderness: Duration) -> WatermarkStrategy:
         ms = to_millis(max_out_of_orderness, "max_out_of_orderness")
         if ms < 0:
             raise JobDefinitionError(f"max_out_of_orderness must not be negative, got {ms} ms")
         return WatermarkStrategy(ms)
 
     @staticmethod
-    def for_monotonous_timestamps() -> "WatermarkStrategy":
+    def for_monotonous_timestamps() -> WatermarkStrategy:
         return WatermarkStrategy(0)
 
-    def with_timestamp_column(self, column: str) -> "WatermarkStrategy":
+    def with_timestamp_column(self, column: str) -> WatermarkStrategy:
         """Take each event's time from ``column`` (a timestamp, or epoch ms as a long)."""
         if not isinstance(column, str) or not column:
             raise JobDefinitionError(f"timestamp column must be a column name, got {column!r}")
         return replace(self, timestamp_column=column, timestamp_assigner=None)
 
-    def with_timestamp_assigner(self, assigner: TimestampAssigner) -> "WatermarkStrategy":
+    def with_timestamp_assigner(self, assigner: TimestampAssigner) -> WatermarkStrategy:
         """Take each event's time from ``assigner(event)``: epoch ms (int) or a datetime.
 
         It runs where the events are read (for the watermark) and again in the keyed

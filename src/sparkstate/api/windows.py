@@ -17,9 +17,10 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Iterable
+from typing import Any
 
 from sparkstate.api.state import KeyScope
 from sparkstate.api.time import Duration, TimeDomain, to_millis
@@ -44,11 +45,11 @@ class TimeWindow:
     def max_timestamp(self) -> int:
         return self.end - 1
 
-    def intersects(self, other: "TimeWindow") -> bool:
+    def intersects(self, other: TimeWindow) -> bool:
         """Overlapping or adjacent (Flink merges session windows that touch)."""
         return self.start <= other.end and self.end >= other.start
 
-    def cover(self, other: "TimeWindow") -> "TimeWindow":
+    def cover(self, other: TimeWindow) -> TimeWindow:
         return TimeWindow(min(self.start, other.start), max(self.end, other.end))
 
 
@@ -127,7 +128,7 @@ class SlidingEventTimeWindows(WindowAssigner):
     kind = "sliding"
 
     @staticmethod
-    def of(size: Duration, slide: Duration, offset: Duration = 0) -> "SlidingEventTimeWindows":
+    def of(size: Duration, slide: Duration, offset: Duration = 0) -> SlidingEventTimeWindows:
         s = _positive(size, "window size")
         sl = _positive(slide, "window slide")
         return SlidingEventTimeWindows(s, sl, to_millis(offset, "window offset") % sl)
@@ -154,7 +155,7 @@ class EventTimeSessionWindows(WindowAssigner):
     kind = "session"
 
     @staticmethod
-    def with_gap(gap: Duration) -> "EventTimeSessionWindows":
+    def with_gap(gap: Duration) -> EventTimeSessionWindows:
         return EventTimeSessionWindows(_positive(gap, "session gap"))
 
     def bounds(self, timestamp: int) -> tuple[tuple[int, int], ...]:

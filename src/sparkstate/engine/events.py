@@ -23,8 +23,9 @@ beside the events, and the operator emits them to the ``dead_letters`` side outp
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -257,7 +258,7 @@ class EventColumns:
         self.dead_letters: list[DeadLetter] = []
 
     @staticmethod
-    def of(events: Iterable[Event]) -> "EventColumns":
+    def of(events: Iterable[Event]) -> EventColumns:
         """Event dicts as columns (the first event's keys; a missing value reads as None)."""
         rows = events if isinstance(events, list) else list(events)
         names = tuple(rows[0]) if rows and isinstance(rows[0], dict) else ()

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import pickle
 import zlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from sparkstate.api.state import Record
 from sparkstate.engine.operator import timer_minimums
@@ -112,7 +113,7 @@ class GroupMeta:
         )
 
     @staticmethod
-    def loads(blob: bytes | None) -> "GroupMeta":
+    def loads(blob: bytes | None) -> GroupMeta:
         if not blob:
             return GroupMeta()
         version, n_buckets, n_keys, event_min, proc_min, wake = pickle.loads(blob)

@@ -25,8 +25,9 @@ import datetime as _dt
 import json
 import reprlib
 import types
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import itemgetter, methodcaller
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, TypeAlias, overload
+from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 from sparkstate.api.functions import (
     DEAD_LETTERS,
@@ -120,7 +121,7 @@ class BuiltinFunction(KeyedProcessFunction):
     1-3 of the module docs, and the runner must keep their order and rules).
     """
 
-    def attach(self, operator: "KeyedOperator") -> None:
+    def attach(self, operator: KeyedOperator) -> None:
         """Called once by ``operator`` after :meth:`open`."""
 
     def group_runner(self) -> GroupRunner | None:

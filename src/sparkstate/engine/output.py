@@ -13,8 +13,8 @@ from typing import Any
 import pyarrow as pa
 
 from sparkstate.api.schema import Schema
-from sparkstate.errors import OutputSchemaError
 from sparkstate.engine.events import has_map
+from sparkstate.errors import OutputSchemaError
 
 
 def _column(values: list[Any], target: pa.DataType) -> pa.Array:

@@ -31,9 +31,10 @@ The semantics are Flink's (``WindowOperator`` with ``EventTimeTrigger`` /
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from itertools import count, repeat
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from sparkstate.api.agg import BuiltinAggregates
 from sparkstate.api.functions import MIN_WATERMARK, Context, Event, OnTimerContext, OutputTag, RuntimeContext, TimeDomain

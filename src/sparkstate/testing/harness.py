@@ -10,17 +10,18 @@ reference kept across batches sees the same (detached) copy it would see in Spar
 from __future__ import annotations
 
 import pickle
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from sparkstate.api.functions import MAX_WATERMARK, MIN_WATERMARK, Event, KeyedProcessFunction, TimeDomain
 from sparkstate.api.schema import Schema
 from sparkstate.api.state import TIMERS_FIELD, Record
 from sparkstate.api.time import WatermarkStrategy
-from sparkstate.errors import JobDefinitionError
+from sparkstate.engine.events import EventColumns
 from sparkstate.engine.keygroups import dumps_state
 from sparkstate.engine.operator import Events, KeyedOperator, due_timer_limits, timestamp_reader, to_epoch_millis
 from sparkstate.engine.output import arrow_table, python_rows
-from sparkstate.engine.events import EventColumns
+from sparkstate.errors import JobDefinitionError
 
 
 class KeyedHarness:
