@@ -8,9 +8,10 @@ harnessing it the test harness's; both are imported only when asked for.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from sparkstate.api.job import JobDescription
 from sparkstate.errors import JobDefinitionError
@@ -37,7 +38,7 @@ class Job(JobDescription):
         result = job.run(checkpoint_dir="checkpoints/running-sum")
     """
 
-    def harness(self, **kwargs: Any) -> "KeyedHarness":
+    def harness(self, **kwargs: Any) -> KeyedHarness:
         """The job's function in the in-process test harness (same key, watermark, schema)."""
         from sparkstate.engine.compile import keyed_function
         from sparkstate.testing.harness import KeyedHarness
@@ -57,11 +58,11 @@ class Job(JobDescription):
         *,
         checkpoint_dir: str | Path | None = None,
         spark: Any = None,
-        on_progress: Callable[[dict], None] | None = None,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
         timeout: float | None = None,
         log_file: str | Path | None = None,
-        until: Callable[["RunResult"], bool] | None = None,
-    ) -> "RunResult":
+        until: Callable[[RunResult], bool] | None = None,
+    ) -> RunResult:
         """Run on Spark until a bounded source is exhausted, ``until(result)`` holds, or
         ``timeout`` seconds pass (an unbounded source needs one of the two).
 

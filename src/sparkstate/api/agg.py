@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,7 +78,13 @@ def avg(column: str, name: str | None = None) -> Agg:
     return Agg("avg", column, name or f"avg_{column}")
 
 
-class BuiltinAggregates(AggregateFunction):
+#: ``add`` over a tuple of the input columns' values: ``(values, acc) -> acc``
+TupleAdd = Callable[[tuple[Any, ...], list[Any]], list[Any]]
+#: a window's output row: ``(key, start, end, acc) -> row``
+WindowRow = Callable[[Any, int, int, list[Any]], Any]
+
+
+class BuiltinAggregates(AggregateFunction[dict[str, Any], list[Any], dict[str, Any]]):
     """Several built-in aggregates as one AggregateFunction over a flat list accumulator.
 
     ``add`` is generated code (one straight-line function per combination of aggregates): it
@@ -94,17 +101,17 @@ class BuiltinAggregates(AggregateFunction):
         self.aggs = tuple(aggs)
         self._build()
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         return {"aggs": self.aggs}
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.aggs = state["aggs"]
         self._build()
 
     def _build(self) -> None:
         #: the distinct input columns, in order: what ``tuple_add`` gets, one value each
         self.input_columns = tuple(dict.fromkeys(a.column for a in self.aggs if a.column))
-        position = {c: j for j, c in enumerate(self.input_columns)}
+        position: dict[str | None, int] = {c: j for j, c in enumerate(self.input_columns)}
         init, result, body = self._plan()
         source = "\n".join([
             "def add(ev, acc):", *[line.format(v=f"ev[{c!r}]") for line, c in body], "    return acc",
@@ -114,13 +121,14 @@ class BuiltinAggregates(AggregateFunction):
         ])
         namespace: dict[str, Any] = {}
         exec(source, namespace)  # noqa: S102 - built from validated names only
+        # the generated functions shadow the methods on the instance (mypy forbids that by default)
         self.add = namespace["add"]  # type: ignore[method-assign]
         self.get_result = namespace["get_result"]  # type: ignore[method-assign]
-        self._tuple_add = namespace["tuple_add"]
+        self._tuple_add: TupleAdd = namespace["tuple_add"]
         self._init = init
         self._results = result
 
-    def _plan(self) -> tuple[list, list[tuple[str, str]], list[tuple[str, str | None]]]:
+    def _plan(self) -> tuple[list[Any], list[tuple[str, str]], list[tuple[str, str | None]]]:
         """The accumulator's initial values, each result's name and expression, and ``add``'s
         body as lines (``{v}`` reads the line's input column)."""
         init: list[Any] = []
@@ -150,11 +158,11 @@ class BuiltinAggregates(AggregateFunction):
             body += [(line, a.column) for line in lines]
         return init, result, body
 
-    def tuple_add(self) -> Any:
+    def tuple_add(self) -> TupleAdd:
         """``add`` over a tuple of the values of :attr:`input_columns` instead of an event dict."""
         return self._tuple_add
 
-    def window_row(self, key_columns: tuple[str, ...], start: str, end: str, order: tuple[str, ...] = ()) -> Any:
+    def window_row(self, key_columns: tuple[str, ...], start: str, end: str, order: tuple[str, ...] = ()) -> WindowRow:
         """A generated ``row(key, start, end, acc)``: a window's whole output row (key columns,
         results, window bounds) in one display, the per-firing cost of a window job.
 
@@ -174,12 +182,13 @@ class BuiltinAggregates(AggregateFunction):
             body = "{" + ", ".join(f"{n!r}: {x}" for n, x in exprs.items()) + "}"
         namespace: dict[str, Any] = {}
         exec(f"def row(key, s, e, acc):\n    return {body}", namespace)  # noqa: S102
-        return namespace["row"]
+        row: WindowRow = namespace["row"]
+        return row
 
-    def create_accumulator(self) -> list:
+    def create_accumulator(self) -> list[Any]:
         return list(self._init)
 
-    def merge(self, a: list, b: list) -> list:
+    def merge(self, a: list[Any], b: list[Any]) -> list[Any]:
         out = list(a)
         i = 0
         for agg in self.aggs:

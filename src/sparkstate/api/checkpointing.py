@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from datetime import timedelta
 
+from sparkstate.api.time import to_millis
 from sparkstate.errors import JobDefinitionError
 
 #: Spark's default for ``spark.sql.streaming.minBatchesToRetain``
@@ -21,33 +22,14 @@ DEFAULT_RETAINED = 100
 DEFAULT_INTERVAL = "500 milliseconds"
 STATE_BACKENDS = ("rocksdb", "hashmap")
 
-_UNIT_MS = {
-    "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
-    "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
-    "m": 60_000, "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
-    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
-}
-_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$")
 #: a URI scheme such as ``file:``, ``hdfs:`` or ``s3a:`` (two letters at least: not a drive letter)
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
 
 
 def interval_millis(interval: str | timedelta | int, what: str = "interval") -> int:
-    """``"500 milliseconds"``, ``"2 s"``, ``timedelta(seconds=1)`` or int milliseconds, as int ms."""
-    if isinstance(interval, timedelta):
-        ms = interval / timedelta(milliseconds=1)
-    elif isinstance(interval, int) and not isinstance(interval, bool):
-        ms = interval
-    elif isinstance(interval, str) and (m := _INTERVAL.match(interval.lower())) and m.group(2) in _UNIT_MS:
-        ms = float(m.group(1)) * _UNIT_MS[m.group(2)]
-    else:
-        raise JobDefinitionError(
-            f"{what} must be a duration such as '500 milliseconds', '2 seconds' or '1 minute', "
-            f"a datetime.timedelta or int milliseconds, got {interval!r}"
-        )
-    if ms < 0 or ms != int(ms):
-        raise JobDefinitionError(f"{what} must be a whole, non-negative number of milliseconds, got {interval!r}")
-    return int(ms)
+    """``"500 milliseconds"``, ``"2 s"``, ``timedelta(seconds=1)`` or int milliseconds, as whole,
+    non-negative int ms (:func:`~sparkstate.api.time.to_millis` with text, exactly)."""
+    return to_millis(interval, what, text=True, exact=True)
 
 
 def is_uri(directory: str) -> bool:
@@ -82,7 +64,7 @@ class CheckpointConfig:
       Spark's in-memory store). Fixed for the life of a checkpoint.
     """
 
-    directory: str | os.PathLike | None = None
+    directory: str | os.PathLike[str] | None = None
     interval: str | timedelta | int = DEFAULT_INTERVAL
     retained: int = DEFAULT_RETAINED
     incremental: bool = True
@@ -92,7 +74,8 @@ class CheckpointConfig:
         if self.directory is not None:
             if not isinstance(self.directory, (str, os.PathLike)) or not str(self.directory).strip():
                 raise JobDefinitionError(
-                    f"directory must be a non-empty path or URI (e.g. 'checkpoints/job', 'hdfs://nn/ckpt'), got {self.directory!r}"
+                    "directory must be a non-empty path or URI (e.g. 'checkpoints/job', 'hdfs://nn/ckpt'), "
+                    f"got {self.directory!r}"
                 )
             object.__setattr__(self, "directory", os.fspath(self.directory))
         interval_millis(self.interval)

@@ -7,8 +7,9 @@ milliseconds (ints), as in Flink.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, TypeVar, cast
 
 from sparkstate.api.state import (
     TIMERS_FIELD,
@@ -19,15 +20,26 @@ from sparkstate.api.state import (
     ListStateDescriptor,
     MapState,
     MapStateDescriptor,
+    Record,
     ReducingState,
     ReducingStateDescriptor,
     StateDescriptor,
+    Timers,
     ValueState,
     ValueStateDescriptor,
     handle_for,
 )
 from sparkstate.api.time import MAX_WATERMARK, MIN_WATERMARK, TimeDomain
 from sparkstate.errors import JobDefinitionError, ProcessFunctionError, StateAccessError, StateDescriptorError, TimerError
+
+T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
+IN = TypeVar("IN")
+OUT = TypeVar("OUT")
+
+#: An element as a function sees it: column name to value (timestamps as epoch ms).
+Event = dict[str, Any]
 
 __all__ = [
     "DEAD_LETTERS",
@@ -80,18 +92,14 @@ class TimerService:
         """Delete a processing-time timer of this key (no-op when it does not exist)."""
         self._delete(TimeDomain.PROCESSING_TIME, timestamp)
 
-    def _timers(self, create: bool) -> set | None:
-        scope = self._scope
-        rec = scope.rec
+    def _record(self) -> Record:
+        rec = self._scope.rec
         if rec is None:
             raise StateAccessError(
                 "timers can only be registered or deleted in process_element and on_timer "
                 "(a key must be current)"
             )
-        timers = rec.get(TIMERS_FIELD)
-        if timers is None and create:
-            timers = rec[TIMERS_FIELD] = set()
-        return timers
+        return rec
 
     def _register(self, domain: TimeDomain, timestamp: int) -> None:
         scope = self._scope
@@ -113,21 +121,25 @@ class TimerService:
                     f"{timestamp!r} for key {scope.key!r}"
                 )
             timestamp = int(timestamp)
-        timers = self._timers(create=True)
+        rec = self._record()
+        timers: Timers | None = rec.get(TIMERS_FIELD)
+        if timers is None:
+            timers = rec[TIMERS_FIELD] = set()
         entry = (int(domain), timestamp)
-        if entry in timers:  # type: ignore[operator]
+        if entry in timers:
             return
-        timers.add(entry)  # type: ignore[union-attr]
+        timers.add(entry)
         limit = scope.watermark if domain == TimeDomain.EVENT_TIME else scope.processing_time
         if timestamp <= limit:
-            scope.due.append((scope.key, scope.rec))
+            scope.due.append((scope.key, rec))
 
     def _delete(self, domain: TimeDomain, timestamp: int) -> None:
-        timers = self._timers(create=False)
+        rec = self._record()
+        timers: Timers | None = rec.get(TIMERS_FIELD)
         if timers:
             timers.discard((int(domain), timestamp))
             if not timers:
-                del self._scope.rec[TIMERS_FIELD]  # type: ignore[index]
+                del rec[TIMERS_FIELD]
 
 
 @dataclass(frozen=True)
@@ -218,9 +230,9 @@ class RuntimeContext:
         """Every descriptor registered so far, in registration order."""
         return [d for d, _ in self._states.values()]
 
-    def _get(self, desc: StateDescriptor, expected: type) -> Any:
+    def _get(self, desc: StateDescriptor, expected: type[StateDescriptor]) -> Any:
         if not isinstance(desc, expected):
-            kind = expected.kind  # type: ignore[attr-defined]
+            kind = expected.kind
             method = "get_state" if kind == "value" else f"get_{kind}_state"
             raise StateDescriptorError(
                 f"{self._function_name}: {method} expects a {expected.__name__}, got {desc!r}"
@@ -239,20 +251,21 @@ class RuntimeContext:
         self._states[desc.name] = (desc, handle)
         return handle
 
-    def get_state(self, descriptor: ValueStateDescriptor) -> ValueState:
-        return self._get(descriptor, ValueStateDescriptor)
+    # the handle's class follows from the descriptor's (state.handle_for); the casts say so
+    def get_state(self, descriptor: ValueStateDescriptor[T]) -> ValueState[T]:
+        return cast("ValueState[T]", self._get(descriptor, ValueStateDescriptor))
 
-    def get_list_state(self, descriptor: ListStateDescriptor) -> ListState:
-        return self._get(descriptor, ListStateDescriptor)
+    def get_list_state(self, descriptor: ListStateDescriptor[T]) -> ListState[T]:
+        return cast("ListState[T]", self._get(descriptor, ListStateDescriptor))
 
-    def get_map_state(self, descriptor: MapStateDescriptor) -> MapState:
-        return self._get(descriptor, MapStateDescriptor)
+    def get_map_state(self, descriptor: MapStateDescriptor[K, V]) -> MapState[K, V]:
+        return cast("MapState[K, V]", self._get(descriptor, MapStateDescriptor))
 
-    def get_reducing_state(self, descriptor: ReducingStateDescriptor) -> ReducingState:
-        return self._get(descriptor, ReducingStateDescriptor)
+    def get_reducing_state(self, descriptor: ReducingStateDescriptor[T]) -> ReducingState[T]:
+        return cast("ReducingState[T]", self._get(descriptor, ReducingStateDescriptor))
 
-    def get_aggregating_state(self, descriptor: AggregatingStateDescriptor) -> AggregatingState:
-        return self._get(descriptor, AggregatingStateDescriptor)
+    def get_aggregating_state(self, descriptor: AggregatingStateDescriptor[IN, Any, OUT]) -> AggregatingState[IN, OUT]:
+        return cast("AggregatingState[IN, OUT]", self._get(descriptor, AggregatingStateDescriptor))
 
 
 class KeyedProcessFunction:
@@ -276,7 +289,7 @@ class KeyedProcessFunction:
     def open(self, ctx: RuntimeContext) -> None:
         """Declare state here (called once per task before any element)."""
 
-    def process_element(self, value: dict, ctx: Context) -> Iterable[Any] | None:
+    def process_element(self, value: Event, ctx: Context) -> Iterable[Any] | None:
         """Handle one element of the current key."""
         raise NotImplementedError(f"{type(self).__name__} must define process_element(value, ctx)")
 

@@ -117,7 +117,7 @@ class JobDescription:
         if not isinstance(self.name, str) or not self.name.strip():
             raise JobDefinitionError(f"a job needs a name, got {self.name!r}")
 
-    def source(self, source: Any, *, watermark: WatermarkStrategy | None = None) -> "JobDescription":
+    def source(self, source: Any, *, watermark: WatermarkStrategy | None = None) -> JobDescription:
         """Read from ``source``; ``watermark`` assigns event time and watermarks."""
         if watermark is not None and not isinstance(watermark, WatermarkStrategy):
             raise JobDefinitionError(f"watermark must be a WatermarkStrategy, got {watermark!r}")
@@ -131,7 +131,7 @@ class JobDescription:
             watermark = watermark.with_timestamp_column(column)
         return replace(self, source_spec=source, watermark=watermark)
 
-    def key_by(self, *columns: str) -> "JobDescription":
+    def key_by(self, *columns: str) -> JobDescription:
         """Partition the stream by these columns; each key gets its own state and timers."""
         if not columns or not all(isinstance(c, str) and c for c in columns):
             raise JobDefinitionError(f"key_by needs one or more column names, got {columns!r}")
@@ -139,7 +139,7 @@ class JobDescription:
             raise JobDefinitionError(f"key_by repeats a column: {columns!r}")
         return replace(self, key_columns=tuple(columns))
 
-    def process(self, function: Any, *, output_schema: Any) -> "JobDescription":
+    def process(self, function: Any, *, output_schema: Any) -> JobDescription:
         """Run ``function`` on the keyed stream; it emits rows of ``output_schema``.
 
         After ``.window(...)``, ``function`` is a :class:`ProcessWindowFunction` that sees each
@@ -160,7 +160,7 @@ class JobDescription:
 
     # ------------------------------------------------------------------ windows
 
-    def window(self, assigner: WindowAssigner) -> "JobDescription":
+    def window(self, assigner: WindowAssigner) -> JobDescription:
         """Group each key's elements into windows (tumbling, sliding, session...)."""
         if not self.key_columns:
             raise JobDefinitionError("window(...) needs a keyed stream: call .key_by(...) first")
@@ -174,7 +174,7 @@ class JobDescription:
             )
         return replace(self, window_assigner=assigner)
 
-    def allowed_lateness(self, lateness: Duration) -> "JobDescription":
+    def allowed_lateness(self, lateness: Duration) -> JobDescription:
         """Keep windows this long after they fire; a late element re-fires its window."""
         ms = to_millis(lateness, "allowed_lateness")
         if ms < 0:
@@ -185,20 +185,20 @@ class JobDescription:
             raise JobDefinitionError("allowed_lateness applies to event-time windows only")
         return replace(self, lateness_ms=ms)
 
-    def side_output_late_data(self, sink: Any) -> "JobDescription":
+    def side_output_late_data(self, sink: Any) -> JobDescription:
         """Send elements later than the allowed lateness to ``sink`` (by default they are
         kept under the checkpoint directory's ``side-outputs/late_data``)."""
         if self.window_assigner is None:
             raise JobDefinitionError("side_output_late_data(...) applies to windows: call .window(...) first")
         return self._with_side_sink(LATE_DATA_NAME, sink)
 
-    def dead_letters(self, sink: Any) -> "JobDescription":
+    def dead_letters(self, sink: Any) -> JobDescription:
         """Send records that cannot be processed (no or unreadable event time; text lines that
         are not events of the source's schema) to ``sink`` with the reason (by default: the
         checkpoint directory's ``side-outputs/dead_letters``)."""
         return self._with_side_sink(DEAD_LETTERS.name, sink)
 
-    def side_output(self, tag: OutputTag, sink: Any) -> "JobDescription":
+    def side_output(self, tag: OutputTag, sink: Any) -> JobDescription:
         """Send the rows a function emits with ``ctx.output(tag, row)`` to ``sink``."""
         if not isinstance(tag, OutputTag):
             raise JobDefinitionError(f"side_output needs an OutputTag, got {tag!r}")
@@ -209,13 +209,13 @@ class JobDescription:
         tags = tuple(t for t in self.side_tags if t.name != tag.name) + (tag,)
         return replace(self, side_tags=tags)._with_side_sink(tag.name, sink)
 
-    def _with_side_sink(self, name: str, sink: Any) -> "JobDescription":
+    def _with_side_sink(self, name: str, sink: Any) -> JobDescription:
         if sink is None:
             raise JobDefinitionError(f"side output {name!r} needs a sink")
         sinks = tuple((n, s) for n, s in self.side_sinks if n != name) + ((name, sink),)
         return replace(self, side_sinks=sinks)
 
-    def reduce(self, function: Any, *, output_schema: Any) -> "JobDescription":
+    def reduce(self, function: Any, *, output_schema: Any) -> JobDescription:
         """Fold each window's elements with ``function(a, b) -> element``; the result row gets
         ``window_start`` and ``window_end``."""
         self._need_window("reduce")
@@ -223,7 +223,7 @@ class JobDescription:
             raise JobDefinitionError(f"reduce needs a function (a, b) -> element, got {function!r}")
         return replace(self, window_kind=WindowKind.REDUCE, window_function=function, output=Schema.of(output_schema))
 
-    def aggregate(self, *aggregates: Any, output_schema: Any = None, window_function: Any = None) -> "JobDescription":
+    def aggregate(self, *aggregates: Any, output_schema: Any = None, window_function: Any = None) -> JobDescription:
         """Aggregate each window: built-ins (``agg.count()``, ``agg.sum("amount")``...) or one
         :class:`AggregateFunction` whose ``get_result`` returns a dict of output columns.
 
@@ -305,11 +305,11 @@ class JobDescription:
                 return Schema.of(t.schema)
         return None
 
-    def sink(self, sink: Any) -> "JobDescription":
+    def sink(self, sink: Any) -> JobDescription:
         """Write the function's output to ``sink``."""
         return replace(self, sink_spec=sink)
 
-    def with_settings(self, **changes: Any) -> "JobDescription":
+    def with_settings(self, **changes: Any) -> JobDescription:
         """Change :class:`JobSettings` fields, e.g. ``job.with_settings(key_groups=256)``.
 
         ``state_backend`` and ``trigger_interval`` change the checkpoint configuration's
@@ -324,7 +324,7 @@ class JobDescription:
             job = job.with_checkpointing(**{_CHECKPOINT_ALIASES[k]: v for k, v in aliases.items()})
         return job
 
-    def with_checkpointing(self, config: CheckpointConfig | None = None, **changes: Any) -> "JobDescription":
+    def with_checkpointing(self, config: CheckpointConfig | None = None, **changes: Any) -> JobDescription:
         """Set how the job checkpoints: a whole :class:`CheckpointConfig`, or some of its fields.
 
         Example::

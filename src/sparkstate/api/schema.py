@@ -29,7 +29,9 @@ _PY_TO_DDL = {
 
 
 def _split_top_level(text: str) -> list[str]:
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch in "<(":
             depth += 1
@@ -114,7 +116,7 @@ class Schema:
         return tuple(n for n, t in zip(self.names, self.types) if t.lower().startswith("timestamp"))
 
     @staticmethod
-    def of(spec: Any) -> "Schema":
+    def of(spec: Any) -> Schema:
         """Build from a DDL string (``"merchant_id string, total double"``), a dataclass or a StructType."""
         if isinstance(spec, Schema):
             return spec
@@ -132,7 +134,7 @@ class Schema:
         )
 
     @staticmethod
-    def _from_ddl(ddl: str) -> "Schema":
+    def _from_ddl(ddl: str) -> Schema:
         names, types = [], []
         for part in _split_top_level(ddl):
             if part.startswith("`"):
@@ -154,7 +156,7 @@ class Schema:
         return Schema(tuple(names), tuple(types))
 
     @staticmethod
-    def _from_dataclass(cls: type) -> "Schema":
+    def _from_dataclass(cls: type) -> Schema:
         hints = typing.get_type_hints(cls)
         names, ddl_types = [], []
         for f in dataclasses.fields(cls):
@@ -172,7 +174,7 @@ class Schema:
             ddl_types.append(ddl)
         return Schema(tuple(names), tuple(ddl_types))
 
-    def row_to_dict(self, row: Any) -> dict:
+    def row_to_dict(self, row: Any) -> dict[str, Any]:
         """One emitted row (dict, tuple or dataclass instance) as a dict of this schema's fields."""
         names = self.names
         if isinstance(row, dict):
@@ -194,7 +196,7 @@ class Schema:
             f"output rows must be dicts, tuples or dataclass instances, got {type(row).__name__} {row!r}"
         )
 
-    def columns(self, rows: list) -> dict[str, list]:
+    def columns(self, rows: list[Any]) -> dict[str, list[Any]]:
         """Rows turned into one list per field (fast paths for all-dict and all-tuple rows)."""
         names = self.names
         if not rows:

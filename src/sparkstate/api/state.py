@@ -15,8 +15,9 @@ from __future__ import annotations
 import copy
 import types
 import typing
-from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeAlias, TypeVar
 
 from sparkstate.api.time import MIN_WATERMARK
 from sparkstate.errors import StateAccessError, StateDescriptorError, StateTypeError
@@ -31,6 +32,11 @@ OUT = TypeVar("OUT")
 #: Key of a record's timers (a set of ``(domain, timestamp)``); user state names may not start
 #: with ``__`` so they can never collide with it.
 TIMERS_FIELD = "__timers__"
+
+#: A key's record: ``{state name: value, TIMERS_FIELD: {(domain, timestamp), ...}}``.
+Record: TypeAlias = dict[str, Any]
+#: A record's timers: ``(int(TimeDomain), timestamp)`` pairs.
+Timers: TypeAlias = set[tuple[int, int]]
 
 _IMMUTABLE = (int, float, complex, str, bytes, bool, tuple, frozenset, type(None))
 
@@ -54,9 +60,10 @@ def make_type_check(tp: Any, what: str) -> Callable[[Any], bool] | None:
     origin = typing.get_origin(tp)
     if origin is typing.Union or origin is types.UnionType:
         checks = [make_type_check(a, what) for a in typing.get_args(tp)]
-        if any(c is None for c in checks):
+        present = [c for c in checks if c is not None]
+        if len(present) < len(checks):
             return None
-        return lambda v: any(c(v) for c in checks)  # type: ignore[misc]
+        return lambda v: any(c(v) for c in present)
     if origin is not None:
         tp = origin
     if tp is type(None):
@@ -175,7 +182,8 @@ class ReducingStateDescriptor(StateDescriptor, Generic[T]):
     """
 
     name: str
-    reduce_function: Callable[[Any, Any], Any] = field(default=None)  # type: ignore[assignment]
+    #: required: the default None only lets ``__post_init__`` say so in words
+    reduce_function: Callable[[T, T], T] | None = None
     type: Any = object
     kind: typing.ClassVar[str] = "reducing"
 
@@ -233,7 +241,8 @@ class AggregatingStateDescriptor(StateDescriptor, Generic[IN, ACC, OUT]):
     """
 
     name: str
-    aggregate_function: AggregateFunction = field(default=None)  # type: ignore[assignment]
+    #: required: the default None only lets ``__post_init__`` say so in words
+    aggregate_function: AggregateFunction[IN, ACC, OUT] | None = None
     accumulator_type: Any = object
     kind: typing.ClassVar[str] = "aggregating"
 
@@ -267,18 +276,18 @@ class KeyScope:
 
     def __init__(self) -> None:
         self.key: Any = None
-        self.rec: dict | None = None
+        self.rec: Record | None = None
         self.timestamp: int | None = None
         self.watermark: int = MIN_WATERMARK
         self.processing_time: int = 0
         #: records that registered a timer already due in this batch: fired before it ends
-        self.due: list = []
+        self.due: list[tuple[Any, Record]] = []
         #: the function defines on_timer, so it may register timers
         self.timers_enabled = False
         #: a watermark can reach event-time timers (a watermark strategy, or a bounded input)
         self.event_time = True
         #: side-output rows of the batch so far: ``(tag name, row)``
-        self.side: list = []
+        self.side: list[tuple[str, Any]] = []
 
 
 class _Handle:
@@ -289,7 +298,7 @@ class _Handle:
         self._name = desc.name
         self._desc = desc
 
-    def _record(self) -> dict:
+    def _record(self) -> Record:
         rec = self._scope.rec
         if rec is None:
             raise StateAccessError(
@@ -316,10 +325,11 @@ class ValueState(_Handle, Generic[T]):
     """A single value for the current key (see :class:`ValueStateDescriptor`)."""
 
     __slots__ = ("_default", "_copy_default", "_check", "_exact")
+    _desc: ValueStateDescriptor[T]
 
-    def __init__(self, scope: KeyScope, desc: ValueStateDescriptor) -> None:
+    def __init__(self, scope: KeyScope, desc: ValueStateDescriptor[T]) -> None:
         super().__init__(scope, desc)
-        self._default = desc.default
+        self._default: T | None = desc.default
         self._copy_default = not isinstance(desc.default, _IMMUTABLE)
         self._check = make_type_check(desc.type, desc.name)
         # values of exactly the declared class skip the check (the hot path of running totals)
@@ -330,10 +340,12 @@ class ValueState(_Handle, Generic[T]):
         rec = self._scope.rec
         if rec is None:
             rec = self._record()
+        value: T | None
         if self._copy_default:
-            v = rec.get(self._name, _MISSING)
-            return copy.deepcopy(self._default) if v is _MISSING else v
-        return rec.get(self._name, self._default)
+            value = rec.get(self._name, _MISSING)
+            return copy.deepcopy(self._default) if value is _MISSING else value
+        value = rec.get(self._name, self._default)
+        return value
 
     def update(self, value: T | None) -> None:
         """Set the current key's value; ``None`` clears it, as in Flink."""
@@ -346,7 +358,7 @@ class ValueState(_Handle, Generic[T]):
         if type(value) is not self._exact:
             check = self._check
             if check is not None and not check(value):
-                raise self._type_error("the value", value, self._desc.type)  # type: ignore[attr-defined]
+                raise self._type_error("the value", value, self._desc.type)
         rec[self._name] = value
 
 
@@ -354,8 +366,9 @@ class ListState(_Handle, Generic[T]):
     """A list of elements for the current key (see :class:`ListStateDescriptor`)."""
 
     __slots__ = ("_check",)
+    _desc: ListStateDescriptor[T]
 
-    def __init__(self, scope: KeyScope, desc: ListStateDescriptor) -> None:
+    def __init__(self, scope: KeyScope, desc: ListStateDescriptor[T]) -> None:
         super().__init__(scope, desc)
         self._check = make_type_check(desc.element_type, desc.name)
 
@@ -371,10 +384,10 @@ class ListState(_Handle, Generic[T]):
 
     def _checked(self, value: T) -> T:
         if value is None:
-            raise self._type_error("an element", value, self._desc.element_type)  # type: ignore[attr-defined]
+            raise self._type_error("an element", value, self._desc.element_type)
         check = self._check
         if check is not None and not check(value):
-            raise self._type_error("an element", value, self._desc.element_type)  # type: ignore[attr-defined]
+            raise self._type_error("an element", value, self._desc.element_type)
         return value
 
     def add(self, value: T) -> None:
@@ -408,13 +421,14 @@ class MapState(_Handle, Generic[K, V]):
     """A map for the current key (see :class:`MapStateDescriptor`); also usable as a mapping."""
 
     __slots__ = ("_check_key", "_check_value")
+    _desc: MapStateDescriptor[K, V]
 
-    def __init__(self, scope: KeyScope, desc: MapStateDescriptor) -> None:
+    def __init__(self, scope: KeyScope, desc: MapStateDescriptor[K, V]) -> None:
         super().__init__(scope, desc)
         self._check_key = make_type_check(desc.key_type, desc.name)
         self._check_value = make_type_check(desc.value_type, desc.name)
 
-    def _map(self) -> dict:
+    def _map(self) -> dict[K, V]:
         return self._record().get(self._name) or {}
 
     def get(self, key: K, default: V | None = None) -> V | None:
@@ -423,7 +437,7 @@ class MapState(_Handle, Generic[K, V]):
 
     def put(self, key: K, value: V) -> None:
         """Store ``value`` under ``key``."""
-        desc: MapStateDescriptor = self._desc  # type: ignore[assignment]
+        desc = self._desc
         if self._check_key is not None and not self._check_key(key):
             raise self._type_error("a map key", key, desc.key_type)
         if value is not None and self._check_value is not None and not self._check_value(value):
@@ -486,21 +500,24 @@ class ReducingState(_Handle, Generic[T]):
     """A value folded with the descriptor's reduce function (see :class:`ReducingStateDescriptor`)."""
 
     __slots__ = ("_reduce", "_check")
+    _desc: ReducingStateDescriptor[T]
 
-    def __init__(self, scope: KeyScope, desc: ReducingStateDescriptor) -> None:
+    def __init__(self, scope: KeyScope, desc: ReducingStateDescriptor[T]) -> None:
         super().__init__(scope, desc)
+        assert desc.reduce_function is not None  # refused by the descriptor
         self._reduce = desc.reduce_function
         self._check = make_type_check(desc.type, desc.name)
 
     def get(self) -> T | None:
         """The reduced value, or None when nothing was added."""
-        return self._record().get(self._name)
+        value: T | None = self._record().get(self._name)
+        return value
 
     def add(self, value: T) -> None:
         """Fold ``value`` into the state: ``reduce_function(current, value)``."""
         rec = self._record()
         check = self._check
-        desc: ReducingStateDescriptor = self._desc  # type: ignore[assignment]
+        desc = self._desc
         if value is None or (check is not None and not check(value)):
             raise self._type_error("an added value", value, desc.type)
         current = rec.get(self._name, _MISSING)
@@ -517,9 +534,11 @@ class AggregatingState(_Handle, Generic[IN, OUT]):
     """An accumulator driven by an :class:`AggregateFunction` (see :class:`AggregatingStateDescriptor`)."""
 
     __slots__ = ("_fn", "_check")
+    _desc: AggregatingStateDescriptor[IN, Any, OUT]
 
-    def __init__(self, scope: KeyScope, desc: AggregatingStateDescriptor) -> None:
+    def __init__(self, scope: KeyScope, desc: AggregatingStateDescriptor[IN, Any, OUT]) -> None:
         super().__init__(scope, desc)
+        assert desc.aggregate_function is not None  # refused by the descriptor
         self._fn = desc.aggregate_function
         self._check = make_type_check(desc.accumulator_type, desc.name)
 
@@ -539,8 +558,7 @@ class AggregatingState(_Handle, Generic[IN, OUT]):
         acc = self._fn.add(value, acc)
         check = self._check
         if acc is None or (check is not None and not check(acc)):
-            desc: AggregatingStateDescriptor = self._desc  # type: ignore[assignment]
-            raise self._type_error("the accumulator returned by add()", acc, desc.accumulator_type)
+            raise self._type_error("the accumulator returned by add()", acc, self._desc.accumulator_type)
         rec[self._name] = acc
 
 
@@ -551,7 +569,7 @@ class _Missing:
 
 _MISSING: Any = _Missing()
 
-_HANDLES: dict[type, type] = {
+_HANDLES: dict[type[StateDescriptor], type[_Handle]] = {
     ValueStateDescriptor: ValueState,
     ListStateDescriptor: ListState,
     MapStateDescriptor: MapState,
@@ -566,4 +584,4 @@ def handle_for(scope: KeyScope, desc: StateDescriptor) -> _Handle:
         cls = _HANDLES[type(desc)]
     except KeyError:
         raise StateDescriptorError(f"not a state descriptor: {desc!r}") from None
-    return cls(scope, desc)  # type: ignore[arg-type]
+    return cls(scope, desc)

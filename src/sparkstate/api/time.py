@@ -1,15 +1,38 @@
-"""Event time: watermark strategies (Flink's ``WatermarkStrategy``) and duration helpers."""
+"""Event time: watermark strategies (Flink's ``WatermarkStrategy``) and the time helpers.
+
+Every conversion of a Python ``datetime`` to epoch milliseconds (or Spark's microseconds)
+goes through :func:`epoch_millis` / :func:`epoch_micros`, and every duration a user gives
+through :func:`to_millis`, so one rule holds everywhere: naive datetimes are UTC, and times
+round down (floor), exactly, also before 1970.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from enum import IntEnum
-from typing import Any, Callable
+from typing import Any
 
 from sparkstate.errors import JobDefinitionError
 
 Duration = timedelta | int
+#: A function of an event (column name to value) that returns its time: epoch ms or a datetime.
+TimestampAssigner = Callable[[dict[str, Any]], int | datetime]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+_US = timedelta(microseconds=1)
+
+#: the units of Spark's interval strings (``"500 milliseconds"``, ``"2 s"``), in milliseconds
+_UNIT_MS = {
+    "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
+    "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
+    "m": 60_000, "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
+    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
+}
+_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$")
 
 #: Flink's ``Long.MIN_VALUE`` watermark: no event time has been seen yet.
 MIN_WATERMARK = -(2**63)
@@ -29,13 +52,49 @@ class TimeDomain(IntEnum):
         return "event" if self is TimeDomain.EVENT_TIME else "processing"
 
 
-def to_millis(d: Duration, what: str = "duration") -> int:
-    """A ``timedelta`` or an int of milliseconds, as int milliseconds."""
+def epoch_millis(value: datetime) -> int:
+    """A datetime as epoch milliseconds (a naive one is UTC), rounded down exactly: no float,
+    so ``1969-12-31 23:59:59.999500`` is -1 and ``00:00:00.000999`` is 0."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return (value - _EPOCH) // _MS
+
+
+def epoch_micros(value: datetime) -> int:
+    """A datetime as epoch microseconds (Spark's timestamps), by :func:`epoch_millis`'s rule."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return (value - _EPOCH) // _US
+
+
+def to_millis(d: Duration | str, what: str = "duration", *, text: bool = False, exact: bool = False) -> int:
+    """A duration as int milliseconds: a ``timedelta`` or int milliseconds and, with ``text``,
+    an interval string such as ``"500 milliseconds"``, ``"2 s"`` or ``"1.5 minutes"``.
+
+    A timedelta rounds down to the millisecond. With ``exact``, a fraction of a millisecond or
+    a negative duration is an error instead (a trigger interval must be whole milliseconds).
+    """
     if isinstance(d, timedelta):
-        return d // timedelta(milliseconds=1)
+        ms, fraction = divmod(d, _MS)
+        if exact and (fraction or ms < 0):
+            raise _not_whole(d, what)
+        return ms
     if isinstance(d, int) and not isinstance(d, bool):
+        if exact and d < 0:
+            raise _not_whole(d, what)
         return d
-    raise JobDefinitionError(f"{what} must be a datetime.timedelta or int milliseconds, got {d!r}")
+    if text and isinstance(d, str) and (m := _INTERVAL.match(d.lower())) and m.group(2) in _UNIT_MS:
+        # float as Spark reads it: "1.5 s" is 1500 ms, "0.0005 s" is not whole
+        scaled = float(m.group(1)) * _UNIT_MS[m.group(2)]
+        if exact and scaled != int(scaled):
+            raise _not_whole(d, what)
+        return int(scaled)
+    examples = "a duration such as '500 milliseconds', '2 seconds' or '1 minute', " if text else ""
+    raise JobDefinitionError(f"{what} must be {examples}a datetime.timedelta or int milliseconds, got {d!r}")
+
+
+def _not_whole(d: object, what: str) -> JobDefinitionError:
+    return JobDefinitionError(f"{what} must be a whole, non-negative number of milliseconds, got {d!r}")
 
 
 @dataclass(frozen=True)
@@ -63,26 +122,26 @@ class WatermarkStrategy:
     max_out_of_orderness_ms: int = 0
     timestamp_column: str | None = None
     #: ``fn(event dict) -> epoch ms or datetime``; it sees timestamps as epoch ms
-    timestamp_assigner: Callable[[dict], Any] | None = None
+    timestamp_assigner: TimestampAssigner | None = None
 
     @staticmethod
-    def for_bounded_out_of_orderness(max_out_of_orderness: Duration) -> "WatermarkStrategy":
+    def for_bounded_out_of_orderness(max_out_of_orderness: Duration) -> WatermarkStrategy:
         ms = to_millis(max_out_of_orderness, "max_out_of_orderness")
         if ms < 0:
             raise JobDefinitionError(f"max_out_of_orderness must not be negative, got {ms} ms")
         return WatermarkStrategy(ms)
 
     @staticmethod
-    def for_monotonous_timestamps() -> "WatermarkStrategy":
+    def for_monotonous_timestamps() -> WatermarkStrategy:
         return WatermarkStrategy(0)
 
-    def with_timestamp_column(self, column: str) -> "WatermarkStrategy":
+    def with_timestamp_column(self, column: str) -> WatermarkStrategy:
         """Take each event's time from ``column`` (a timestamp, or epoch ms as a long)."""
         if not isinstance(column, str) or not column:
             raise JobDefinitionError(f"timestamp column must be a column name, got {column!r}")
         return replace(self, timestamp_column=column, timestamp_assigner=None)
 
-    def with_timestamp_assigner(self, assigner: Callable[[dict], Any]) -> "WatermarkStrategy":
+    def with_timestamp_assigner(self, assigner: TimestampAssigner) -> WatermarkStrategy:
         """Take each event's time from ``assigner(event)``: epoch ms (int) or a datetime.
 
         It runs where the events are read (for the watermark) and again in the keyed

@@ -19,10 +19,12 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Iterable
+from typing import Any
 
+from sparkstate.api.state import KeyScope
 from sparkstate.api.time import Duration, TimeDomain, to_millis
 from sparkstate.errors import JobDefinitionError
 
@@ -45,11 +47,11 @@ class TimeWindow:
     def max_timestamp(self) -> int:
         return self.end - 1
 
-    def intersects(self, other: "TimeWindow") -> bool:
+    def intersects(self, other: TimeWindow) -> bool:
         """Overlapping or adjacent (Flink merges session windows that touch)."""
         return self.start <= other.end and self.end >= other.start
 
-    def cover(self, other: "TimeWindow") -> "TimeWindow":
+    def cover(self, other: TimeWindow) -> TimeWindow:
         return TimeWindow(min(self.start, other.start), max(self.end, other.end))
 
 
@@ -128,7 +130,7 @@ class SlidingEventTimeWindows(WindowAssigner):
     kind = "sliding"
 
     @staticmethod
-    def of(size: Duration, slide: Duration, offset: Duration = 0) -> "SlidingEventTimeWindows":
+    def of(size: Duration, slide: Duration, offset: Duration = 0) -> SlidingEventTimeWindows:
         s = _positive(size, "window size")
         sl = _positive(slide, "window slide")
         return SlidingEventTimeWindows(s, sl, to_millis(offset, "window offset") % sl)
@@ -155,7 +157,7 @@ class EventTimeSessionWindows(WindowAssigner):
     kind = "session"
 
     @staticmethod
-    def with_gap(gap: Duration) -> "EventTimeSessionWindows":
+    def with_gap(gap: Duration) -> EventTimeSessionWindows:
         return EventTimeSessionWindows(_positive(gap, "session gap"))
 
     def bounds(self, timestamp: int) -> tuple[tuple[int, int], ...]:
@@ -177,7 +179,7 @@ class WindowContext:
 
     __slots__ = ("window", "_scope")
 
-    def __init__(self, window: TimeWindow, scope: Any) -> None:
+    def __init__(self, window: TimeWindow, scope: KeyScope) -> None:
         self.window = window
         self._scope = scope
 
@@ -200,5 +202,5 @@ class ProcessWindowFunction:
                     yield {"item_id": item, "views": n, "window_end": context.window.end}
     """
 
-    def process(self, key: Any, context: WindowContext, elements: list[dict]) -> Iterable[Any] | None:
+    def process(self, key: Any, context: WindowContext, elements: list[dict[str, Any]]) -> Iterable[Any] | None:
         raise NotImplementedError(f"{type(self).__name__} must define process(key, context, elements)")

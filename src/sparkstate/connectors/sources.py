@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 from sparkstate.api.schema import Schema
+from sparkstate.api.time import epoch_millis
 from sparkstate.errors import JobDefinitionError
 
 EXACTLY_ONCE = "exactly-once"
@@ -40,9 +41,7 @@ def _millis(value: Any) -> int | None:
     import datetime as dt
 
     if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
-        return int(value.timestamp() * 1000)
+        return epoch_millis(value)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 

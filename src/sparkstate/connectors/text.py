@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable, Sequence
 import pyarrow as pa
 
 from sparkstate.api.schema import Schema
+from sparkstate.api.time import epoch_micros
 from sparkstate.errors import JobDefinitionError
 
 FORMATS = ("json", "csv")
@@ -64,12 +65,6 @@ def _json_text(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _epoch_micros(value: dt.datetime) -> int:
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.timezone.utc)
-    return (value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1)
-
-
 def _timestamp(value: Any, text: bool) -> int:
     """Epoch microseconds (Spark's timestamps) from epoch ms or ISO 8601 text."""
     if text and value.lstrip("-").isdigit():
@@ -78,7 +73,7 @@ def _timestamp(value: Any, text: bool) -> int:
         return value * 1000
     if isinstance(value, str):
         try:
-            return _epoch_micros(dt.datetime.fromisoformat(value))
+            return epoch_micros(dt.datetime.fromisoformat(value))
         except ValueError:
             raise Rejected("expected epoch milliseconds or ISO 8601 text") from None
     raise Rejected("expected epoch milliseconds or ISO 8601 text")

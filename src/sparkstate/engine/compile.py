@@ -21,7 +21,9 @@ def keyed_function(job: JobDescription) -> KeyedProcessFunction:
     """The function that runs ``job``'s keyed stream (a new window operator for a window job)."""
     if job.window_assigner is None or job.window_kind is None:
         if job.function is None:
-            raise JobDefinitionError(f"job {job.name!r} has no keyed function: call .process(...) (or .window(...) and a window function)")
+            raise JobDefinitionError(
+                f"job {job.name!r} has no keyed function: call .process(...) (or .window(...) and a window function)"
+            )
         return job.function
     late = None
     if job.window_assigner.time == TimeDomain.EVENT_TIME:

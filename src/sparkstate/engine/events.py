@@ -23,14 +23,18 @@ beside the events, and the operator emits them to the ``dead_letters`` side outp
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkstate.engine.operator import timestamp_reader, to_epoch_millis
+from sparkstate.api.functions import Event
+from sparkstate.api.time import TimestampAssigner, epoch_millis
+from sparkstate.engine.operator import timestamp_reader
 
 PACKED_SCHEMA = "kg int, part int, seq int, ts timestamp, blob binary"
 PACKED_ARROW_SCHEMA = pa.schema(
@@ -54,6 +58,9 @@ END_OF_INPUT_MS = 9223200000000  # 2262-04-10T00:00:00Z: the latest time pandas 
 
 _HASH_MIX = np.uint64(0x9E3779B97F4A7C15)
 
+#: a record a source rejected: ``{"raw": the text, "reason": why}``
+DeadLetter = dict[str, str]
+
 
 def _hash_column(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if pa.types.is_timestamp(col.type):
@@ -61,7 +68,8 @@ def _hash_column(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     values = col.to_numpy(zero_copy_only=False)
     if values.dtype.kind in "iub":
         values = values.astype(np.int64)
-    return pd.util.hash_array(values, categorize=False)
+    hashes: np.ndarray = pd.util.hash_array(values, categorize=False)
+    return hashes
 
 
 def hash_keys(columns: Sequence[pa.Array | pa.ChunkedArray]) -> np.ndarray:
@@ -89,7 +97,8 @@ def _ipc(batch: pa.RecordBatch) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write_batch(batch)
-    return sink.getvalue().to_pybytes()
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
 
 
 class Packer:
@@ -97,7 +106,7 @@ class Packer:
 
     def __init__(
         self, key_columns: Sequence[str], key_groups: int, time_column: str | None,
-        timestamp_assigner: Callable[[dict], Any] | None = None,
+        timestamp_assigner: TimestampAssigner | None = None,
     ) -> None:
         self.key_columns = list(key_columns)
         self.key_groups = key_groups
@@ -111,13 +120,16 @@ class Packer:
             read = timestamp_reader(None, self.timestamp_assigner)
             times = []
             for ev in body.to_pylist():
-                t = to_epoch_millis(read(ev))  # type: ignore[misc]
-                times.append(t if type(t) is int else none)  # unreadable: a dead letter downstream
+                t = read(ev)
+                if type(t) is not int:
+                    t = epoch_millis(t) if isinstance(t, datetime) else none  # unreadable: a dead letter downstream
+                times.append(t)
             return np.array(times, dtype=np.int64)
         if self.time_column is None:
             return None
         col = body.column(self.time_column)
-        return (pc.fill_null(col, none).to_numpy() if col.null_count else col.to_numpy()).astype(np.int64)
+        stamps: np.ndarray = (pc.fill_null(col, none).to_numpy() if col.null_count else col.to_numpy()).astype(np.int64)
+        return stamps
 
     def _prepare(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         arrays = [_to_millis(c) if pa.types.is_timestamp(c.type) else c for c in batch.columns]
@@ -176,7 +188,7 @@ class Packer:
                 yield dead_letter_row(dead, part, seq)
 
 
-def dead_letter_row(dead: list[dict], part: int, seq: int) -> pa.RecordBatch:
+def dead_letter_row(dead: list[DeadLetter], part: int, seq: int) -> pa.RecordBatch:
     """Records a source rejected (``{"raw", "reason"}`` dicts) as one packed row: key group 0,
     no event time, the blob marked as dead letters (see the module docs)."""
     blob = _ipc(pa.RecordBatch.from_pylist(dead, schema=DEAD_LETTER_ARROW_SCHEMA))
@@ -192,10 +204,10 @@ def end_of_input_row(part: int = 0, seq: int = 2**31 - 1) -> pa.RecordBatch:
     )
 
 
-_MAKERS: dict[tuple[str, ...], Callable[..., dict]] = {}
+_MAKERS: dict[tuple[str, ...], Callable[..., Event]] = {}
 
 
-def _dict_maker(names: tuple[str, ...]) -> Callable[..., dict]:
+def _dict_maker(names: tuple[str, ...]) -> Callable[..., Event]:
     """A function of one positional argument per column returning the event dict.
 
     Generated once per column list: a dict display with constant keys builds an event about
@@ -217,12 +229,15 @@ def has_map(t: pa.DataType) -> bool:
     return any(has_map(t.field(i).type) for i in range(t.num_fields)) if pa.types.is_nested(t) else False
 
 
-def _pylist(col: pa.ChunkedArray) -> list:
+def _pylist(col: pa.ChunkedArray) -> list[Any]:
+    values: list[Any]
     # numpy's tolist is about twice as fast as Arrow's to_pylist for null-free numbers
     if col.null_count == 0 and (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
-        return col.to_numpy().tolist()
+        values = col.to_numpy().tolist()
     # maps_as_pydicts makes to_pylist about 10x slower, even on strings: only where needed
-    return col.to_pylist(maps_as_pydicts="strict") if has_map(col.type) else col.to_pylist()
+    else:
+        values = col.to_pylist(maps_as_pydicts="strict") if has_map(col.type) else col.to_pylist()
+    return values
 
 
 class EventColumns:
@@ -235,57 +250,61 @@ class EventColumns:
 
     __slots__ = ("names", "_lists", "_table", "dead_letters")
 
-    def __init__(self, names: Sequence[str], columns: Sequence[list] = (), table: pa.Table | None = None) -> None:
+    def __init__(self, names: Sequence[str], columns: Sequence[list[Any]] = (), table: pa.Table | None = None) -> None:
         self.names = tuple(names)
         self._table = table
-        self._lists: list[list | None] = list(columns) if table is None else [None] * len(self.names)
+        self._lists: list[list[Any] | None] = list(columns) if table is None else [None] * len(self.names)
         #: records the source rejected in this batch (``{"raw", "reason"}``), for the operator
-        self.dead_letters: list[dict] = []
+        self.dead_letters: list[DeadLetter] = []
 
     @staticmethod
-    def of(events: Iterable[dict]) -> "EventColumns":
+    def of(events: Iterable[Event]) -> EventColumns:
         """Event dicts as columns (the first event's keys; a missing value reads as None)."""
         rows = events if isinstance(events, list) else list(events)
         names = tuple(rows[0]) if rows and isinstance(rows[0], dict) else ()
         return EventColumns(names, [[ev.get(n) for ev in rows] for n in names])
 
     @property
-    def columns(self) -> list[list]:
+    def columns(self) -> list[list[Any]]:
         return [self._list(i) for i in range(len(self.names))]
 
-    def _list(self, i: int) -> list:
+    def _list(self, i: int) -> list[Any]:
         values = self._lists[i]
         if values is None:
-            values = self._lists[i] = _pylist(self._table.column(i))  # type: ignore[union-attr]
+            table = self._table
+            assert table is not None  # a column not given is read from the table, once
+            values = self._lists[i] = _pylist(table.column(i))
         return values
 
     def __len__(self) -> int:
         if self._table is not None:
-            return self._table.num_rows
-        return len(self._lists[0]) if self._lists else 0
+            rows: int = self._table.num_rows
+            return rows
+        first = self._lists[0] if self._lists else None  # given columns: lists, never None
+        return len(first) if first is not None else 0
 
-    def __iter__(self) -> Iterator[dict]:
+    def __iter__(self) -> Iterator[Event]:
         return map(_dict_maker(self.names), *self.columns) if self.names else iter(())
 
     def __eq__(self, other: object) -> bool:
         return list(self) == list(other) if isinstance(other, (list, EventColumns)) else NotImplemented
 
-    def column(self, name: str) -> list | None:
+    def column(self, name: str) -> list[Any] | None:
         """The values of column ``name``, or None when the events have no such column."""
         try:
             return self._list(self.names.index(name))
         except ValueError:
             return None
 
-    def row(self, i: int) -> dict:
+    def row(self, i: int) -> Event:
         """Event ``i`` as a dict."""
         return {n: c[i] for n, c in zip(self.names, self.columns)}
 
 
-class EventList(list):
+class EventList(list[Event]):
     """Event dicts of a batch whose blobs had different columns, with the batch's dead letters."""
 
-    dead_letters: list[dict]
+    dead_letters: list[DeadLetter]
 
 
 def unpack_events(packed: Iterable[tuple[int, int, bytes | None]]) -> EventColumns | EventList:

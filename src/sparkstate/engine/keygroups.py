@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import pickle
 import zlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
+from sparkstate.api.state import Record
 from sparkstate.engine.operator import timer_minimums
 from sparkstate.errors import CheckpointMismatchError, StateTypeError
 
@@ -39,7 +41,8 @@ def dumps_state(obj: Any) -> bytes:
         import cloudpickle
 
         try:
-            return cloudpickle.dumps(obj, protocol=PICKLE_PROTOCOL)
+            data: bytes = cloudpickle.dumps(obj, protocol=PICKLE_PROTOCOL)
+            return data
         except Exception:
             raise _unpicklable(obj, first) from first
 
@@ -110,7 +113,7 @@ class GroupMeta:
         )
 
     @staticmethod
-    def loads(blob: bytes | None) -> "GroupMeta":
+    def loads(blob: bytes | None) -> GroupMeta:
         if not blob:
             return GroupMeta()
         version, n_buckets, n_keys, event_min, proc_min, wake = pickle.loads(blob)
@@ -146,12 +149,12 @@ class KeyGroupStore:
         self.meta = meta
         self._read = read_bucket
         self.bucket_size = bucket_size
-        self.buckets: dict[int, dict] = {}
+        self.buckets: dict[int, dict[Any, Record]] = {}
         self._sizes_before: dict[int, int] = {}
         self._bucket_of_key: dict[Any, int] = {}
         self.reads = 0
 
-    def bucket(self, b: int) -> dict:
+    def bucket(self, b: int) -> dict[Any, Record]:
         """Bucket ``b``'s ``{key: record}``, read from the state store the first time."""
         bucket = self.buckets.get(b)
         if bucket is None:
@@ -163,7 +166,7 @@ class KeyGroupStore:
             self._sizes_before[b] = len(bucket)
         return bucket
 
-    def record_for(self, key: Any) -> dict:
+    def record_for(self, key: Any) -> Record:
         """The record of ``key`` (a new empty one, placed in its bucket, if it has none)."""
         b = bucket_address(bucket_hash(key), self.meta.n_buckets)
         self._bucket_of_key[key] = b
@@ -173,12 +176,12 @@ class KeyGroupStore:
             rec = bucket[key] = {}
         return rec
 
-    def due_candidates(self, watermark: int, processing_time: int) -> list[tuple[Any, dict]]:
+    def due_candidates(self, watermark: int, processing_time: int) -> list[tuple[Any, Record]]:
         """Records of every bucket whose earliest timer is due."""
         meta = self.meta
         due = {b for b, ts in meta.event_min.items() if ts <= watermark}
         due.update(b for b, ts in meta.proc_min.items() if ts <= processing_time)
-        out: list[tuple[Any, dict]] = []
+        out: list[tuple[Any, Record]] = []
         for b in sorted(due):
             for key, rec in self.bucket(b).items():
                 self._bucket_of_key[key] = b
@@ -216,7 +219,7 @@ class KeyGroupStore:
         level = n.bit_length() - 1
         old = n - (1 << level)
         source = self.bucket(old)
-        new: dict = {}
+        new: dict[Any, Record] = {}
         meta.n_buckets = n + 1
         for key in [k for k in source if bucket_address(bucket_hash(k), n + 1) != old]:
             new[key] = source.pop(key)

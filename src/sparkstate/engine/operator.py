@@ -25,21 +25,27 @@ import datetime as _dt
 import json
 import reprlib
 import types
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import itemgetter, methodcaller
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 from sparkstate.api.functions import (
     DEAD_LETTERS,
     MIN_WATERMARK,
     Context,
+    Event,
     KeyedProcessFunction,
     OnTimerContext,
     RuntimeContext,
     TimeDomain,
     TimerService,
 )
-from sparkstate.api.state import TIMERS_FIELD, KeyScope, StateDescriptor
+from sparkstate.api.state import TIMERS_FIELD, KeyScope, Record, StateDescriptor
+from sparkstate.api.time import TimestampAssigner, epoch_millis
 from sparkstate.errors import JobDefinitionError, KeyColumnError, ProcessFunctionError, SparkStateError, TimerError
+
+if TYPE_CHECKING:
+    from sparkstate.engine.events import EventColumns
 
 #: on_timer may register already-due timers; after this many rounds in one batch it is a loop.
 MAX_TIMER_ROUNDS = 10_000
@@ -56,16 +62,11 @@ _short.maxother = 120
 _short.maxdict = 12
 _short.maxlist = 12
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
-
 
 def to_epoch_millis(value: Any) -> Any:
-    """Datetimes become epoch ms (naive ones are read as UTC); anything else is returned as is."""
-    if isinstance(value, _dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=_dt.timezone.utc)
-        return (value - _EPOCH) // _dt.timedelta(milliseconds=1)
-    return value
+    """Datetimes become epoch ms (:func:`~sparkstate.api.time.epoch_millis`: naive ones are
+    UTC, rounded down); anything else is returned as is."""
+    return epoch_millis(value) if isinstance(value, _dt.datetime) else value
 
 
 class UnreadableTime:
@@ -77,13 +78,17 @@ class UnreadableTime:
         self.reason = reason
 
 
-def timestamp_reader(column: str | None, assigner: Callable[[dict], Any] | None = None) -> Callable[[dict], Any] | None:
+@overload
+def timestamp_reader(column: str | None, assigner: TimestampAssigner) -> Callable[[Event], Any]: ...
+@overload
+def timestamp_reader(column: str | None, assigner: None = None) -> Callable[[Event], Any] | None: ...
+def timestamp_reader(column: str | None, assigner: TimestampAssigner | None = None) -> Callable[[Event], Any] | None:
     """A function from an event dict to its raw event time (a column's value, or what the
     timestamp assigner returns; an assigner's exception becomes an :class:`UnreadableTime`)."""
     if assigner is None:
         return methodcaller("get", column) if column else None
 
-    def read(ev: dict) -> Any:
+    def read(ev: Event) -> Any:
         try:
             return assigner(ev)
         except Exception as exc:
@@ -92,7 +97,7 @@ def timestamp_reader(column: str | None, assigner: Callable[[dict], Any] | None 
     return read
 
 
-def key_getter(key_columns: Sequence[str]) -> Callable[[dict], Any]:
+def key_getter(key_columns: Sequence[str]) -> Callable[[Event], Any]:
     """A function from an event dict to its key: a scalar for one column, a tuple for several."""
     if len(key_columns) == 1:
         return itemgetter(key_columns[0])
@@ -100,8 +105,10 @@ def key_getter(key_columns: Sequence[str]) -> Callable[[dict], Any]:
     return lambda ev: getter(ev)
 
 
+#: a key group's events as the engines hand them in: event dicts, or their columns
+Events: TypeAlias = "Sequence[Event] | EventColumns"
 #: runs one key group's batch at once: ``(operator, events, due candidates) -> rows``
-GroupRunner = Callable[["KeyedOperator", Iterable[dict], Iterable[tuple[Any, dict]]], list]
+GroupRunner: TypeAlias = Callable[["KeyedOperator", Events, Iterable[tuple[Any, Record]]], list[Any]]
 
 
 class BuiltinFunction(KeyedProcessFunction):
@@ -114,7 +121,7 @@ class BuiltinFunction(KeyedProcessFunction):
     1-3 of the module docs, and the runner must keep their order and rules).
     """
 
-    def attach(self, operator: "KeyedOperator") -> None:
+    def attach(self, operator: KeyedOperator) -> None:
         """Called once by ``operator`` after :meth:`open`."""
 
     def group_runner(self) -> GroupRunner | None:
@@ -131,7 +138,7 @@ class KeyedOperator:
         key_columns: Sequence[str],
         timestamp_column: str | None = None,
         event_time: bool = True,
-        timestamp_assigner: Callable[[dict], Any] | None = None,
+        timestamp_assigner: TimestampAssigner | None = None,
     ) -> None:
         if not isinstance(fn, KeyedProcessFunction):
             raise JobDefinitionError(f"expected a KeyedProcessFunction instance, got {fn!r}")
@@ -150,8 +157,8 @@ class KeyedOperator:
         self.timestamp_assigner = timestamp_assigner
         self._ts_of = timestamp_reader(timestamp_column, timestamp_assigner)
         #: key -> record of every key read or written since the last ``take_touched``
-        self.touched: dict[Any, dict] = {}
-        self._load: Callable[[Any], dict] = lambda key: {}
+        self.touched: dict[Any, Record] = {}
+        self._load: Callable[[Any], Record] = lambda key: {}
         self._opened = False
         self._run_key_group: GroupRunner | None = None
 
@@ -182,7 +189,7 @@ class KeyedOperator:
 
     # ------------------------------------------------------------------ batches
 
-    def begin_batch(self, watermark: int, processing_time: int, load: Callable[[Any], dict]) -> None:
+    def begin_batch(self, watermark: int, processing_time: int, load: Callable[[Any], Record]) -> None:
         """Set the batch's clocks and how to fetch the record of a key not touched yet."""
         scope = self.scope
         scope.watermark = MIN_WATERMARK if watermark is None else watermark
@@ -192,14 +199,14 @@ class KeyedOperator:
         self._load = load
         self.touched = {}
 
-    def take_touched(self) -> dict[Any, dict]:
+    def take_touched(self) -> dict[Any, Record]:
         """The records touched since ``begin_batch``; the engine persists them."""
         touched, self.touched = self.touched, {}
         self.scope.rec = None
         self.scope.key = None
         return touched
 
-    def run_batch(self, events: Iterable[dict], due_candidates: Iterable[tuple[Any, dict]] = ()) -> list:
+    def run_batch(self, events: Events, due_candidates: Iterable[tuple[Any, Record]] = ()) -> list[Any]:
         """Steps 1-3 of the module docs for one key group; returns the emitted rows.
 
         Records the source could not read (``events.dead_letters``, see ``packing``) go to the
@@ -216,7 +223,7 @@ class KeyedOperator:
             out.extend(self.fire_due(()))
         return out
 
-    def _record_for(self, key: Any, event: Any) -> dict:
+    def _record_for(self, key: Any, event: Any) -> Record:
         """The record of a key not touched yet in this batch (loaded, pruned, remembered)."""
         if key is None or (type(key) is tuple and None in key):
             raise self.null_key(event)
@@ -231,7 +238,7 @@ class KeyedOperator:
         self.touched[key] = rec
         return rec
 
-    def keyed_events(self, events: Iterable[dict]) -> Iterator[tuple[Any, dict, dict]]:
+    def keyed_events(self, events: Iterable[Event]) -> Iterator[tuple[Any, Record, Event]]:
         """Each event with its key and record, ``scope`` set to them and to its event time.
 
         Events without a usable event time go to the dead-letter output here and are skipped.
@@ -261,9 +268,9 @@ class KeyedOperator:
             scope.rec = rec
             yield key, rec, ev
 
-    def process(self, events: Iterable[dict]) -> list:
+    def process(self, events: Iterable[Event]) -> list[Any]:
         """Run ``process_element`` on each event in order."""
-        out: list = []
+        out: list[Any] = []
         extend = out.extend
         ctx = self.ctx
         process_element = self.fn.process_element
@@ -280,11 +287,11 @@ class KeyedOperator:
                 raise self._user_error("process_element", key, ev, exc) from exc
         return out
 
-    def _event_time_of(self, ev: dict, t: Any) -> int | None:
+    def _event_time_of(self, ev: Event, t: Any) -> int | None:
         """An event time that is not epoch ms yet: a datetime is converted; anything else
         (missing, unparseable) sends the event to the dead-letter output with the reason."""
         if isinstance(t, _dt.datetime):
-            return to_epoch_millis(t)
+            return epoch_millis(t)
         if isinstance(t, int) and not isinstance(t, bool):
             return int(t)
         if isinstance(t, UnreadableTime):
@@ -298,14 +305,14 @@ class KeyedOperator:
         self.scope.side.append((DEAD_LETTERS.name, {"raw": dead_letter_text(ev), "reason": reason}))
         return None
 
-    def take_side(self) -> list:
+    def take_side(self) -> list[tuple[str, Any]]:
         """Side-output rows ``(tag name, row)`` emitted since the last call."""
         side, self.scope.side = self.scope.side, []
         return side
 
-    def fire_due(self, candidates: Iterable[tuple[Any, dict]]) -> list:
+    def fire_due(self, candidates: Iterable[tuple[Any, Record]]) -> list[Any]:
         """Fire every due timer of ``candidates`` (and of records that registered due timers)."""
-        out: list = []
+        out: list[Any] = []
         scope = self.scope
         tctx = self.timer_ctx
         on_timer = self.fn.on_timer
@@ -391,7 +398,7 @@ def dead_letter_text(ev: Any) -> str:
         return repr(ev)
 
 
-def due_timer_limits(rec: dict, watermark: int, processing_time: int) -> bool:
+def due_timer_limits(rec: Record, watermark: int, processing_time: int) -> bool:
     """True when the record holds a timer that is due at these clocks."""
     timers = rec.get(TIMERS_FIELD)
     if not timers:
@@ -400,7 +407,7 @@ def due_timer_limits(rec: dict, watermark: int, processing_time: int) -> bool:
     return any(ts <= limits[d] for d, ts in timers)
 
 
-def timer_minimums(records: Iterable[dict]) -> tuple[int | None, int | None]:
+def timer_minimums(records: Iterable[Record]) -> tuple[int | None, int | None]:
     """The earliest event-time and processing-time timers over ``records`` (None if none)."""
     mins: list[int | None] = [None, None]
     for rec in records:

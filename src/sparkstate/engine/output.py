@@ -13,11 +13,11 @@ from typing import Any
 import pyarrow as pa
 
 from sparkstate.api.schema import Schema
-from sparkstate.errors import OutputSchemaError
 from sparkstate.engine.events import has_map
+from sparkstate.errors import OutputSchemaError
 
 
-def _column(values: list, target: pa.DataType) -> pa.Array:
+def _column(values: list[Any], target: pa.DataType) -> pa.Array:
     if pa.types.is_timestamp(target):
         sample = next((v for v in values if v is not None), None)
         if isinstance(sample, int) and not isinstance(sample, bool):  # epoch ms, the API's convention
@@ -25,7 +25,7 @@ def _column(values: list, target: pa.DataType) -> pa.Array:
     return pa.array(values, type=target)
 
 
-def _culprit(values: list, target: pa.DataType) -> tuple[int, Any]:
+def _culprit(values: list[Any], target: pa.DataType) -> tuple[int, Any]:
     """The first value that does not fit alone, or else the first of another type than the first."""
     first = next((type(v) for v in values if v is not None), None)
     odd = None
@@ -41,7 +41,7 @@ def _culprit(values: list, target: pa.DataType) -> tuple[int, Any]:
     return odd or (0, values[0] if values else None)
 
 
-def arrow_table(rows: list, schema: Schema, arrow: pa.Schema) -> pa.Table:
+def arrow_table(rows: list[Any], schema: Schema, arrow: pa.Schema) -> pa.Table:
     """Rows as an Arrow table of ``arrow`` (the output schema's Arrow form)."""
     cols = schema.columns(rows)
     arrays = []
@@ -58,10 +58,13 @@ def arrow_table(rows: list, schema: Schema, arrow: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=arrow)
 
 
-def python_rows(table: pa.Table) -> list[dict]:
+def python_rows(table: pa.Table) -> list[dict[str, Any]]:
     """Arrow rows as dicts, with timestamps as epoch milliseconds and maps as dicts."""
     for i, f in enumerate(table.schema):
         if pa.types.is_timestamp(f.type):
             ms = table.column(i).cast(pa.timestamp("ms", tz=f.type.tz), safe=False).cast(pa.int64())
             table = table.set_column(i, f.name, ms)
-    return table.to_pylist(maps_as_pydicts="strict") if any(has_map(f.type) for f in table.schema) else table.to_pylist()
+    rows: list[dict[str, Any]] = (
+        table.to_pylist(maps_as_pydicts="strict") if any(has_map(f.type) for f in table.schema) else table.to_pylist()
+    )
+    return rows

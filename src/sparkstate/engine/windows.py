@@ -31,22 +31,41 @@ The semantics are Flink's (``WindowOperator`` with ``EventTimeTrigger`` /
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from itertools import count, repeat
 from operator import itemgetter
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, cast
 
 from sparkstate.api.agg import BuiltinAggregates
-from sparkstate.api.functions import MIN_WATERMARK, OutputTag, TimeDomain
-from sparkstate.api.state import TIMERS_FIELD, AggregateFunction, MapStateDescriptor
-from sparkstate.api.windows import ProcessWindowFunction, TimeWindow, WindowAssigner, WindowContext, WindowKind
+from sparkstate.api.functions import MIN_WATERMARK, Context, Event, OnTimerContext, OutputTag, RuntimeContext, TimeDomain
+from sparkstate.api.state import TIMERS_FIELD, AggregateFunction, KeyScope, MapStateDescriptor, Record
+from sparkstate.api.windows import (
+    EventTimeSessionWindows,
+    ProcessWindowFunction,
+    TimeWindow,
+    WindowAssigner,
+    WindowContext,
+    WindowKind,
+)
 from sparkstate.engine.events import EventColumns
-from sparkstate.engine.operator import BuiltinFunction, GroupRunner, KeyedOperator
+from sparkstate.engine.operator import BuiltinFunction, Events, GroupRunner, KeyedOperator
 from sparkstate.errors import CheckpointMismatchError, JobDefinitionError, ProcessFunctionError, SparkStateError
 
 WINDOWS_STATE = "windows"
 WINDOW_START = "window_start"
 WINDOW_END = "window_end"
 EVENT, PROC = int(TimeDomain.EVENT_TIME), int(TimeDomain.PROCESSING_TIME)
+
+if TYPE_CHECKING:
+
+    class _KeyedScope(KeyScope):
+        """The operator's scope as the window operator reads it: it reads ``rec`` and
+        ``timestamp`` only in ``process_element`` and ``on_timer``, where the operator has
+        made a key current, and session windows (the only ones with ``process_element``) are
+        event-time windows."""
+
+        rec: Record
+        timestamp: int
 
 
 class WindowOperator(BuiltinFunction):
@@ -56,7 +75,7 @@ class WindowOperator(BuiltinFunction):
         self,
         assigner: WindowAssigner,
         kind: str,
-        function: Any,
+        function: Any,  # by kind: an AggregateFunction, a reduce function or a ProcessWindowFunction
         key_columns: tuple[str, ...],
         allowed_lateness: int = 0,
         late_tag: OutputTag | None = None,
@@ -75,14 +94,16 @@ class WindowOperator(BuiltinFunction):
         #: the output schema's column order (built-in aggregates then emit tuples in it)
         self.output_names = tuple(output_names)
 
-    def open(self, ctx: Any) -> None:
+    def open(self, ctx: RuntimeContext) -> None:
         ctx.get_map_state(MapStateDescriptor(WINDOWS_STATE, tuple, object))
         self._event_time = self.assigner.time == TimeDomain.EVENT_TIME
         self._domain = EVENT if self._event_time else PROC
+        #: the session gap (sessions are the only merging windows)
+        self._gap = self.assigner.gap if isinstance(self.assigner, EventTimeSessionWindows) else 0
         fn = self.function
         # every kind as (create, add): a window's first element goes to add(value, create())
         if self.kind == WindowKind.AGGREGATE:
-            agg: AggregateFunction = fn
+            agg: AggregateFunction[Any, Any, Any] = fn
             self._create: Callable[[], Any] = agg.create_accumulator
             self._add: Callable[[Any, Any], Any] = agg.add
             self._merge: Callable[[Any, Any], Any] = agg.merge
@@ -98,7 +119,7 @@ class WindowOperator(BuiltinFunction):
         self._column_add = fn.tuple_add() if isinstance(fn, BuiltinAggregates) else None
         if len(self.key_columns) == 1:
             only = self.key_columns[0]
-            self._key_row: Callable[[Any], dict] = lambda key: {only: key}
+            self._key_row: Callable[[Any], dict[str, Any]] = lambda key: {only: key}
         else:
             cols = self.key_columns
             self._key_row = lambda key: dict(zip(cols, key))
@@ -110,7 +131,7 @@ class WindowOperator(BuiltinFunction):
         )
 
     def attach(self, operator: KeyedOperator) -> None:
-        self._scope = operator.scope
+        self._scope = cast("_KeyedScope", operator.scope)
 
     def group_runner(self) -> GroupRunner | None:
         # non-merging windows: the operator hands whole key groups to _run_panes instead of
@@ -119,7 +140,7 @@ class WindowOperator(BuiltinFunction):
 
     # ------------------------------------------------------------------ elements
 
-    def process_element(self, value: dict, ctx: Any) -> list:
+    def process_element(self, value: Event, ctx: Context) -> list[Any]:
         """One element into its session (merging windows); other windows run a whole key
         group at once in :meth:`_run_panes`."""
         scope = self._scope
@@ -127,7 +148,7 @@ class WindowOperator(BuiltinFunction):
         windows = rec.get(WINDOWS_STATE)
         if windows is None:
             windows = rec[WINDOWS_STATE] = {}
-        out: list = []
+        out: list[Any] = []
         placed = self._add_to_session(value, scope.timestamp, scope.watermark, windows, out)
         if not windows:
             del rec[WINDOWS_STATE]
@@ -135,9 +156,9 @@ class WindowOperator(BuiltinFunction):
             scope.side.append((self.late_tag.name, value))
         return out
 
-    def _add_to_session(self, value: dict, ts: int, watermark: int, windows: dict, out: list) -> bool:
+    def _add_to_session(self, value: Event, ts: int, watermark: int, windows: dict[tuple[int, int], Any], out: list[Any]) -> bool:
         lateness = self.allowed_lateness
-        start, end = ts, ts + self.assigner.gap  # type: ignore[attr-defined]
+        start, end = ts, ts + self._gap
         overlapping = sorted(w for w in windows if w[0] <= end and w[1] >= start)
         for s, e in overlapping:
             start, end = min(start, s), max(end, e)
@@ -164,7 +185,7 @@ class WindowOperator(BuiltinFunction):
 
     # ------------------------------------------------------------------ panes: a whole key group
 
-    def _run_panes(self, op: Any, events: Iterable[dict], candidates: Iterable[tuple[Any, dict]]) -> list:
+    def _run_panes(self, op: KeyedOperator, events: Events, candidates: Iterable[tuple[Any, Record]]) -> list[Any]:
         """Steps 1-3 of the operator's batch contract for non-merging windows, in one pass.
 
         Non-merging windows keep their state by *pane*: one record per window of the key
@@ -175,18 +196,18 @@ class WindowOperator(BuiltinFunction):
         """
         scope = self._scope
         out = self._fire_panes(op, candidates)
-        if not len(events):  # type: ignore[arg-type]
+        if not len(events):
             return out
         keys, times, values, event_at, add = self._inputs(op, events)
         watermark = scope.watermark if self._event_time else MIN_WATERMARK
         now = scope.processing_time
         create, bounds, late_tag = self._create, self._bounds, self.late_tag
         #: the open panes this batch has written to, by window
-        live: dict[tuple[int, int], dict] = {}
+        live: dict[tuple[int, int], dict[Any, Any]] = {}
         # the last on-time window that is an element's only window (tumbling): the next
         # element in [lo, hi) belongs to it alone, with no window computation
         lo = hi = 0
-        cur: dict = {}
+        cur: dict[Any, Any] = {}
         key: Any = None
         i = -1
         try:
@@ -231,7 +252,9 @@ class WindowOperator(BuiltinFunction):
             out.extend(self._fire_panes(op, ()))
         return out
 
-    def _inputs(self, op: Any, events: Iterable[dict]) -> tuple[Any, Any, Any, Callable[[int], dict], Callable]:
+    def _inputs(
+        self, op: KeyedOperator, events: Events,
+    ) -> tuple[Sequence[Any], Iterable[Any], Iterable[Any], Callable[[int], Event], Callable[[Any, Any], Any]]:
         """The batch's keys, raw times and window-function inputs as parallel sequences, the
         event at an index (for side outputs and errors), and the add function for the inputs.
 
@@ -240,6 +263,7 @@ class WindowOperator(BuiltinFunction):
         """
         cols = self.key_columns
         add = self._add
+        event_at: Callable[[int], Event]
         if isinstance(events, EventColumns) and op.timestamp_assigner is not None:
             events = list(events)  # the assigner reads each event as a dict: make them once
         if isinstance(events, EventColumns):
@@ -248,10 +272,11 @@ class WindowOperator(BuiltinFunction):
                 raise op.no_key_column(events.row(0))
             keys: Any = keycols[0] if len(cols) == 1 else list(zip(*keycols))
             times: Any = (events.column(op.timestamp_column) if op.timestamp_column else None) or repeat(None)
-            inputs = [events.column(c) for c in self.function.input_columns] if self._column_add else None
-            if inputs is not None and all(c is not None for c in inputs):
+            column_add = self._column_add
+            inputs = [events.column(c) for c in self.function.input_columns] if column_add else None
+            if column_add is not None and inputs is not None and all(c is not None for c in inputs):
                 values: Any = zip(*inputs) if inputs else repeat(())
-                add = self._column_add
+                add = column_add
             else:
                 values = events
             event_at = events.row
@@ -273,7 +298,7 @@ class WindowOperator(BuiltinFunction):
             raise op.null_key(event_at(i))
         return keys, times, values, event_at, add
 
-    def _pane(self, op: Any, w: tuple[int, int], watermark: int, now: int) -> dict | None:
+    def _pane(self, op: KeyedOperator, w: tuple[int, int], watermark: int, now: int) -> dict[Any, Any] | None:
         """Window ``w``'s pane contents (its record loaded or made, with its timers), or None
         when the window is late."""
         end_ts = w[1] - 1
@@ -283,7 +308,7 @@ class WindowOperator(BuiltinFunction):
         rec = op.touched.get(w)
         if rec is None:
             rec = op._record_for(w, w)
-        contents = rec.get(WINDOWS_STATE)
+        contents: dict[Any, Any] | None = rec.get(WINDOWS_STATE)
         if contents is None:
             contents = rec[WINDOWS_STATE] = {}
             domain = self._domain
@@ -294,7 +319,7 @@ class WindowOperator(BuiltinFunction):
                     self._scope.due.append((w, rec))
         return contents
 
-    def _fire_panes(self, op: Any, candidates: Iterable[tuple[Any, dict]]) -> list:
+    def _fire_panes(self, op: KeyedOperator, candidates: Iterable[tuple[Any, Record]]) -> list[Any]:
         """Fire the due timers of ``candidates`` (and of panes that registered due ones), in
         timestamp order: a firing timer emits its window's rows, a cleanup timer frees it."""
         scope = self._scope
@@ -314,7 +339,7 @@ class WindowOperator(BuiltinFunction):
         if not due:
             return []
         due.sort(key=itemgetter(0))
-        out: list = []
+        out: list[Any] = []
         touched = op.touched
         row, lateness = self._row, self.allowed_lateness
         key = None
@@ -344,7 +369,7 @@ class WindowOperator(BuiltinFunction):
 
     # ------------------------------------------------------------------ timers
 
-    def _timer(self, rec: dict, ts: int) -> None:
+    def _timer(self, rec: Record, ts: int) -> None:
         entry = (self._domain, ts)
         timers = rec.get(TIMERS_FIELD)
         if timers is None:
@@ -357,14 +382,14 @@ class WindowOperator(BuiltinFunction):
         if ts <= (scope.watermark if self._domain == EVENT else scope.processing_time):
             scope.due.append((scope.key, rec))
 
-    def _untimer(self, rec: dict, ts: int) -> None:
+    def _untimer(self, rec: Record, ts: int) -> None:
         timers = rec.get(TIMERS_FIELD)
         if timers:
             timers.discard((self._domain, ts))
             if not timers:
                 del rec[TIMERS_FIELD]
 
-    def on_timer(self, timestamp: int, ctx: Any) -> list:
+    def on_timer(self, timestamp: int, ctx: OnTimerContext) -> list[Any]:
         scope = self._scope
         rec = scope.rec
         windows = rec.get(WINDOWS_STATE)
@@ -391,15 +416,13 @@ class WindowOperator(BuiltinFunction):
 
     # ------------------------------------------------------------------ output
 
-    def _emit(self, key: Any, window: tuple[int, int], acc: Any) -> list:
+    def _emit(self, key: Any, window: tuple[int, int], acc: Any) -> list[Any]:
         kind = self.kind
-        if kind == WindowKind.PROCESS or self.window_process is not None:
-            if kind == WindowKind.PROCESS:
-                fn: ProcessWindowFunction = self.function
-                elements = list(acc)
-            else:
-                fn, elements = self.window_process, [self.function.get_result(acc)]  # type: ignore[assignment]
-            rows = fn.process(key, WindowContext(TimeWindow(*window), self._scope), elements)
+        # a process function, alone or after an aggregate (Flink's aggregate(agg, windowFunction))
+        process: ProcessWindowFunction | None = self.function if kind == WindowKind.PROCESS else self.window_process
+        if process is not None:
+            elements = list(acc) if kind == WindowKind.PROCESS else [self.function.get_result(acc)]
+            rows = process.process(key, WindowContext(TimeWindow(*window), self._scope), elements)
             return list(rows) if rows is not None else []
         if self._row is not None:
             return [self._row(key, window[0], window[1], acc)]
@@ -419,7 +442,7 @@ class WindowOperator(BuiltinFunction):
         return [row]
 
 
-def _append(ev: dict, acc: list) -> list:
+def _append(ev: Event, acc: list[Event]) -> list[Event]:
     acc.append(ev)
     return acc
 
@@ -428,7 +451,7 @@ def _nothing() -> None:
     return None
 
 
-def _has_key(key_of: Callable[[dict], Any], ev: Any) -> bool:
+def _has_key(key_of: Callable[[Event], Any], ev: Any) -> bool:
     try:
         key_of(ev)
         return True

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from sparkstate.api.functions import Context, KeyedProcessFunction, RuntimeContext
-from sparkstate.job import Job
 from sparkstate.api.state import ListStateDescriptor
 from sparkstate.connectors.generator import UpiPayments
 from sparkstate.connectors.sinks import NoopSink
+from sparkstate.job import Job
 from sparkstate.jobs.registry import SeedJob
 
 OUTPUT = "merchant_id string, events bigint, total double, first_time timestamp, last_time timestamp"

@@ -9,15 +9,16 @@ this is the shop-wide top 3 (``--set categories=20`` ranks per category).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any, Iterator
+from typing import Any
 
-from sparkstate.job import Job
 from sparkstate.api.state import AggregateFunction
 from sparkstate.api.time import WatermarkStrategy
 from sparkstate.api.windows import ProcessWindowFunction, SlidingEventTimeWindows, WindowContext
 from sparkstate.connectors.generator import ClickEvents
 from sparkstate.connectors.sinks import NoopSink
+from sparkstate.job import Job
 from sparkstate.jobs.registry import SeedJob
 
 TOP_N = 3

@@ -9,11 +9,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sparkstate.api.functions import Context, KeyedProcessFunction, OnTimerContext, RuntimeContext
-from sparkstate.job import Job
 from sparkstate.api.state import ValueStateDescriptor
 from sparkstate.api.time import WatermarkStrategy
 from sparkstate.connectors.generator import UpiPayments
 from sparkstate.connectors.sinks import NoopSink
+from sparkstate.job import Job
 from sparkstate.jobs.registry import SeedJob
 
 OUTPUT = "merchant_id string, window_start timestamp, payments bigint, alert string"

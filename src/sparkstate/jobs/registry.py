@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from sparkstate.job import Job
 from sparkstate.connectors.generator import Generator, UpiPayments
 from sparkstate.errors import JobDefinitionError
+from sparkstate.job import Job
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,10 @@ total and emits both.
 from __future__ import annotations
 
 from sparkstate.api.functions import Context, KeyedProcessFunction, RuntimeContext
-from sparkstate.job import Job
 from sparkstate.api.state import ValueStateDescriptor
 from sparkstate.connectors.generator import UpiPayments
 from sparkstate.connectors.sinks import NoopSink
+from sparkstate.job import Job
 from sparkstate.jobs.registry import SeedJob
 
 OUTPUT = "merchant_id string, count bigint, total double"

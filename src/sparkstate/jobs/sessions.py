@@ -12,12 +12,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sparkstate.job import Job
 from sparkstate.api.state import AggregateFunction
 from sparkstate.api.time import WatermarkStrategy
 from sparkstate.api.windows import EventTimeSessionWindows
 from sparkstate.connectors.generator import ClickEvents
 from sparkstate.connectors.sinks import NoopSink
+from sparkstate.job import Job
 from sparkstate.jobs.registry import SeedJob
 
 GAP = timedelta(minutes=30)

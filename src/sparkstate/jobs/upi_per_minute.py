@@ -9,11 +9,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sparkstate.api import agg
-from sparkstate.job import Job
 from sparkstate.api.time import WatermarkStrategy
 from sparkstate.api.windows import TumblingEventTimeWindows
 from sparkstate.connectors.generator import UpiPayments
 from sparkstate.connectors.sinks import NoopSink
+from sparkstate.job import Job
 from sparkstate.jobs.registry import SeedJob
 
 

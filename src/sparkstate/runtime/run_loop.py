@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -63,7 +64,7 @@ def _already_complete(checkpoint: CheckpointDir, end: int | None) -> bool:
 def run_job(
     job: Job,
     *,
-    checkpoint_dir: str | Path | None,
+    checkpoint_dir: str | os.PathLike[str] | None,
     spark: Any = None,
     on_progress: Callable[[dict], None] | None = None,
     timeout: float | None = None,

@@ -26,6 +26,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from sparkstate.api.schema import Schema
+from sparkstate.api.time import epoch_micros
 from sparkstate.connectors.generator import GENERATORS, Generator
 from sparkstate.connectors.sources import DataFrameSource, FileSource, ListSource, SocketSource
 from sparkstate.errors import JobDefinitionError, SourceError
@@ -231,9 +232,7 @@ def _to_micros(value: Any) -> Any:
     if isinstance(value, str):
         value = dt.datetime.fromisoformat(value)
     if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
-        return int(value.timestamp() * 1_000_000)
+        return epoch_micros(value)
     return value
 
 

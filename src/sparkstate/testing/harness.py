@@ -10,17 +10,18 @@ reference kept across batches sees the same (detached) copy it would see in Spar
 from __future__ import annotations
 
 import pickle
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
-from sparkstate.api.functions import MAX_WATERMARK, MIN_WATERMARK, KeyedProcessFunction, TimeDomain
+from sparkstate.api.functions import MAX_WATERMARK, MIN_WATERMARK, Event, KeyedProcessFunction, TimeDomain
 from sparkstate.api.schema import Schema
-from sparkstate.api.state import TIMERS_FIELD
+from sparkstate.api.state import TIMERS_FIELD, Record
 from sparkstate.api.time import WatermarkStrategy
-from sparkstate.errors import JobDefinitionError
-from sparkstate.engine.keygroups import dumps_state
-from sparkstate.engine.operator import KeyedOperator, due_timer_limits, timestamp_reader, to_epoch_millis
-from sparkstate.engine.output import arrow_table, python_rows
 from sparkstate.engine.events import EventColumns
+from sparkstate.engine.keygroups import dumps_state
+from sparkstate.engine.operator import Events, KeyedOperator, due_timer_limits, timestamp_reader, to_epoch_millis
+from sparkstate.engine.output import arrow_table, python_rows
+from sparkstate.errors import JobDefinitionError
 
 
 class KeyedHarness:
@@ -64,25 +65,25 @@ class KeyedHarness:
         self.descriptors = self.operator.open()
         self.schema = Schema.of(output_schema) if output_schema is not None else None
         self._arrow = self.schema.arrow if self.schema is not None else None
-        self.records: dict[Any, dict] = {}
+        self.records: dict[Any, Record] = {}
         self.processing_time = processing_time
         self.watermark = MIN_WATERMARK
         self._max_ts: int | None = None
         self._serialize = serialize_state
         #: every row emitted so far, in order
-        self.output: list = []
+        self.output: list[Any] = []
         #: side-output rows by tag name (``dead_letters``, ``late_data``, the function's own tags)
-        self.side_outputs: dict[str, list] = {}
+        self.side_outputs: dict[str, list[Any]] = {}
 
     # ------------------------------------------------------------------ driving
 
     def process_batch(
         self,
-        events: Iterable[dict],
+        events: Iterable[Event],
         *,
         processing_time: int | None = None,
         watermark: int | None = None,
-    ) -> list:
+    ) -> list[Any]:
         """Run one micro-batch; return the rows it emitted.
 
         With an output schema the rows are dicts checked against it, exactly as Spark's
@@ -92,9 +93,10 @@ class KeyedHarness:
             self.processing_time = max(self.processing_time, processing_time)
         if watermark is not None:
             self.watermark = max(self.watermark, watermark)
-        evs = [{k: to_epoch_millis(v) for k, v in ev.items()} if isinstance(ev, dict) else ev for ev in events]
-        if evs and all(type(ev) is dict and ev.keys() == evs[0].keys() for ev in evs):
-            evs = EventColumns.of(evs)  # columnar, as events reach the operator on Spark
+        given = [{k: to_epoch_millis(v) for k, v in ev.items()} if isinstance(ev, dict) else ev for ev in events]
+        evs: Events = given
+        if given and all(type(ev) is dict and ev.keys() == given[0].keys() for ev in given):
+            evs = EventColumns.of(given)  # columnar, as events reach the operator on Spark
         op = self.operator
         records = self.records
         op.begin_batch(self.watermark, self.processing_time, lambda key: records.setdefault(key, {}))
@@ -117,7 +119,7 @@ class KeyedHarness:
         self.output.extend(rows)
         return rows
 
-    def _advance_watermark(self, events: list) -> None:
+    def _advance_watermark(self, events: Events) -> None:
         strategy, read = self.watermark_strategy, self._read_time
         if strategy is None or read is None:
             return
@@ -127,19 +129,19 @@ class KeyedHarness:
             self._max_ts = top if self._max_ts is None else max(self._max_ts, top)
             self.watermark = max(self.watermark, strategy.watermark_for(self._max_ts))
 
-    def process_element(self, event: dict, **clocks: int) -> list:
+    def process_element(self, event: Event, **clocks: int) -> list[Any]:
         """One event as a batch of its own."""
         return self.process_batch([event], **clocks)
 
-    def advance_processing_time(self, to: int) -> list:
+    def advance_processing_time(self, to: int) -> list[Any]:
         """Move processing time to ``to`` (epoch ms) and fire the timers that became due."""
         return self.process_batch([], processing_time=to)
 
-    def advance_watermark(self, to: int) -> list:
+    def advance_watermark(self, to: int) -> list[Any]:
         """Move the watermark to ``to`` and fire the event-time timers that became due."""
         return self.process_batch([], watermark=to)
 
-    def finish(self) -> list:
+    def finish(self) -> list[Any]:
         """End of a bounded input: a final maximal watermark fires every event-time timer."""
         return self.advance_watermark(MAX_WATERMARK)
 
@@ -148,15 +150,15 @@ class KeyedHarness:
 
     # ------------------------------------------------------------------ inspection
 
-    def side_output(self, tag: Any) -> list:
+    def side_output(self, tag: Any) -> list[Any]:
         """Rows emitted so far to a side output (an ``OutputTag`` or its name)."""
         return list(self.side_outputs.get(getattr(tag, "name", tag), []))
 
-    def keys(self) -> list:
+    def keys(self) -> list[Any]:
         """Keys that hold state or timers."""
         return list(self.records)
 
-    def state(self, key: Any) -> dict:
+    def state(self, key: Any) -> dict[str, Any]:
         """The key's state values by name (timers left out)."""
         return {k: v for k, v in self.records.get(key, {}).items() if k != TIMERS_FIELD}
 
