@@ -8,8 +8,6 @@ needs no function); the description itself stays free of engine objects.
 
 from __future__ import annotations
 
-from typing import Any
-
 from sparkstate.api.functions import LATE_DATA_NAME, KeyedProcessFunction, OutputTag, TimeDomain
 from sparkstate.api.job import JobDescription
 from sparkstate.api.windows import WindowKind
@@ -23,9 +21,11 @@ def keyed_function(job: JobDescription) -> KeyedProcessFunction:
         if job.function is None:
             raise JobDefinitionError(f"job {job.name!r} has no keyed function: call .process(...) (or .window(...) and a window function)")
         return job.function
+    # built-in aggregates emit rows in the output's column order, so it must be known by now
+    job = job.with_output_from(None)
     late = None
     if job.window_assigner.time == TimeDomain.EVENT_TIME:
-        late = OutputTag(LATE_DATA_NAME, _source_ddl(job))
+        late = OutputTag(LATE_DATA_NAME, job.source_spec.schema_ddl if job.source_spec is not None else None)
     return WindowOperator(
         job.window_assigner,
         job.window_kind,
@@ -37,6 +37,3 @@ def keyed_function(job: JobDescription) -> KeyedProcessFunction:
         job.output.names if job.output is not None else (),
     )
 
-
-def _source_ddl(job: JobDescription) -> Any:
-    return getattr(job.source_spec, "schema_ddl", None)
