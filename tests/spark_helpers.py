@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
+from pathlib import Path
 from typing import Any
 
 FAST = {"trigger_interval": "100 milliseconds"}
@@ -17,6 +20,16 @@ def harness_like_spark(job: Any, max_batch: int) -> list[dict]:
         out += h.process_batch(events[i : i + max_batch])
     out += h.finish()
     return out
+
+
+def write_json_files(folder: Path, files: list[list[dict]]) -> None:
+    """One file of JSON lines per list of events, the first the oldest (Spark's file source
+    reads the oldest first)."""
+    folder.mkdir(exist_ok=True)
+    for i, events in enumerate(files):
+        path = folder / f"{i}.json"
+        path.write_text("\n".join(json.dumps(e) for e in events))
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
 
 
 def same_rows(a: list[dict], b: list[dict]) -> None:

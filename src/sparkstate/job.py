@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sparkstate.api.io import SourceSpec
 from sparkstate.api.job import JobDescription
+from sparkstate.api.time import WatermarkStrategy
 from sparkstate.errors import JobDefinitionError
 
 if TYPE_CHECKING:
@@ -45,13 +47,23 @@ class Job(JobDescription):
 
         if (self.function is None and self.window_kind is None) or not self.key_columns:
             raise JobDefinitionError(f"job {self.name!r} needs .key_by(...) and .process(...) for a harness")
+        job = self.with_output_from(None)  # the harness has no Spark to ask for a source's columns
         return KeyedHarness(
-            copy.deepcopy(keyed_function(self)),  # the job's own function stays unopened for Spark
-            list(self.key_columns),
-            watermark_strategy=self.watermark,
-            output_schema=self.output,
+            copy.deepcopy(keyed_function(job)),  # the job's own function stays unopened for Spark
+            list(job.key_columns),
+            watermark_strategy=job.watermark,
+            output_schema=job.output,
             **kwargs,
         )
+
+    def source(self, source: Any, *, watermark: WatermarkStrategy | None = None) -> "Job":
+        """Read from ``source`` (a source spec, or a streaming DataFrame, read as
+        :class:`~sparkstate.connectors.DataFrameSource`); ``watermark`` assigns event time."""
+        if not isinstance(source, SourceSpec) and getattr(source, "isStreaming", False):
+            from sparkstate.connectors.sources import DataFrameSource
+
+            source = DataFrameSource(source)
+        return super().source(source, watermark=watermark)  # type: ignore[return-value]
 
     def run(
         self,

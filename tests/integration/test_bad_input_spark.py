@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import os
-
 import pytest
 
-from spark_helpers import FAST
+from spark_helpers import FAST, write_json_files
 from sparkstate import (
     CheckpointMismatchError,
     DataFrameSource,
@@ -91,13 +88,10 @@ def test_any_streaming_dataframe_is_packed_and_processed(spark, checkpoint, tmp_
     from sparkstate import WatermarkStrategy
 
     folder = tmp_path / "in"
-    folder.mkdir()
-    batches = [[{"k": "a", "v": 1.0, "ts": "2025-01-01T00:00:01Z"}, {"k": "b", "v": 2.0, "ts": "2025-01-01T00:00:02Z"}],
-               [{"k": "a", "v": 3.0, "ts": "2025-01-01T00:00:03Z"}]]
-    for i, b in enumerate(batches):
-        path = folder / f"{i}.json"
-        path.write_text("\n".join(json.dumps(e) for e in b))
-        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))  # the file source reads oldest first
+    write_json_files(folder, [
+        [{"k": "a", "v": 1.0, "ts": "2025-01-01T00:00:01Z"}, {"k": "b", "v": 2.0, "ts": "2025-01-01T00:00:02Z"}],
+        [{"k": "a", "v": 3.0, "ts": "2025-01-01T00:00:03Z"}],
+    ])
     src = DataFrameSource(
         lambda s: s.readStream.schema("k string, v double, ts timestamp").option("maxFilesPerTrigger", 1).json(str(folder))
     )

@@ -6,8 +6,9 @@ from datetime import timedelta
 
 import pytest
 
-from spark_helpers import FAST, same_rows
+from spark_helpers import FAST, same_rows, write_json_files
 from sparkstate import (
+    DataFrameSource,
     EventTimeSessionWindows,
     Job,
     ListSource,
@@ -171,4 +172,30 @@ def test_a_timestamp_assigner_function_drives_windows_and_watermark_on_spark(spa
     assert [d["reason"] for d in dead.rows()] == [
         "timestamp assigner failed: TypeError: int() argument must be a string, a bytes-like object "
         "or a real number, not 'NoneType'"
+    ]
+
+
+def test_builtin_aggregates_over_a_dataframe_take_their_output_from_its_columns(spark, checkpoint, tmp_path):
+    folder = tmp_path / "in"
+    write_json_files(folder, [
+        [{"k": "a", "v": 1.0, "ts": "2025-01-01T00:00:10Z"}, {"k": "b", "v": 2.0, "ts": "2025-01-01T00:00:20Z"},
+         {"k": "a", "v": 3.0, "ts": "2025-01-01T00:00:50Z"}],
+        [{"k": "a", "v": 4.0, "ts": "2025-01-01T00:01:10Z"}],
+        [{"k": "a", "v": 5.0, "ts": "2025-01-01T00:05:00Z"}],  # moves the watermark past the first two minutes
+    ])
+    source = DataFrameSource(
+        lambda s: s.readStream.schema("k string, v double, ts timestamp").option("maxFilesPerTrigger", 1).json(str(folder))
+    )
+    sink = MemorySink()
+    job = (
+        Job("df-windows").source(source, watermark=WatermarkStrategy.for_monotonous_timestamps().with_timestamp_column("ts"))
+        .key_by("k").window(TumblingEventTimeWindows.of(MIN)).aggregate(agg.count("n"), agg.sum("v", "total"))
+        .sink(sink).with_settings(**FAST)
+    )
+    assert job.output is None  # the DataFrame's columns are known once Spark builds it
+    result = job.run(checkpoint_dir=checkpoint, spark=spark, timeout=120, until=lambda r: len(sink.rows()) >= 3)
+    assert result.plan == "python"
+    start = 1_735_689_600_000
+    assert _rows(sink.rows()) == [
+        ("a", start, start + MIN, 2, 4.0), ("a", start + MIN, start + 2 * MIN, 1, 4.0), ("b", start, start + MIN, 1, 2.0)
     ]

@@ -112,3 +112,53 @@ def test_job_builder_and_the_old_setting_names():
 def test_run_needs_a_directory_from_somewhere():
     with pytest.raises(JobDefinitionError, match="a checkpoint directory is required"):
         base().run()
+
+
+def test_every_source_and_sink_spec_offers_its_contract():
+    from sparkstate.api.io import SinkSpec, SourceSpec
+    from sparkstate.connectors import (
+        ClickEvents, ConsoleSink, DataFrameSource, FileSource, ForeachBatchSink, NoopSink, ParquetSink, PostgresSink,
+        SocketSource, SqliteSink, TaxiRides,
+    )
+
+    sources = [
+        UpiPayments(events=1), TaxiRides(events=None), ClickEvents(), ListSource([[{"k": "a"}]], "k string"),
+        FileSource("in", "k string"), SocketSource("localhost", 9000, "k string"), DataFrameSource(lambda s: None),
+    ]
+    for source in sources:
+        assert isinstance(source, SourceSpec), source
+        assert isinstance(source.describe(), str) and isinstance(source.identity(), dict)
+    sinks = [
+        MemorySink(), ConsoleSink(), NoopSink(), ParquetSink("out"), ForeachBatchSink(print),
+        PostgresSink("postgresql://u@localhost/db"), SqliteSink("out.db"),
+    ]
+    assert all(isinstance(s, SinkSpec) for s in sinks)
+    # what a source does not know, it says so: no columns, no end, no event counts by offset
+    df = DataFrameSource(lambda s: None)
+    assert (df.schema_ddl, df.bounded, df.end_offset(), df.events_between(0, 5)) == (None, False, None, None)
+    assert UpiPayments(events=10, rate=5).identity() == UpiPayments(events=10).identity() != UpiPayments(events=11).identity()
+
+
+def test_an_unsupported_source_is_refused_naming_the_ones_there_are():
+    with pytest.raises(JobDefinitionError, match="unsupported source 42; use a generator"):
+        Job("j").source(42)
+
+
+def test_builtin_window_aggregates_over_a_dataframe_get_their_output_when_the_columns_are_known():
+    from sparkstate import TumblingEventTimeWindows, agg
+    from sparkstate.connectors import DataFrameSource
+
+    wm = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_column("ts")
+    job = (
+        Job("df-windows").source(DataFrameSource(lambda s: None), watermark=wm).key_by("k")
+        .window(TumblingEventTimeWindows.of(dt.timedelta(minutes=1))).aggregate(agg.count(), agg.sum("v"))
+    )
+    assert job.output is None  # only Spark knows a DataFrame's columns
+    with pytest.raises(JobDefinitionError, match="the source's columns are not known here; pass output_schema="):
+        job.harness()
+    known = job.with_output_from(Schema.of("k string, v double, ts timestamp"))
+    assert known.output.ddl == (
+        "`k` string, `window_start` timestamp, `window_end` timestamp, `count` bigint, `sum_v` double"
+    )
+    with pytest.raises(KeyColumnError, match="key column 'k' is not in the source's columns"):
+        job.with_output_from(Schema.of("key string, v double, ts timestamp"))

@@ -97,8 +97,9 @@ MAY_IMPORT = {
     "runtime": {"api", "engine", "connectors", "errors"},
     # reporting: reads what runtime hands it
     "metrics": {"api", "engine", "connectors", "errors", "runtime"},
-    # Job = description + run() (runtime) + harness() (testing)
-    "job": {"api", "engine", "errors", "runtime", "testing"},
+    # Job = description + run() (runtime) + harness() (testing); a bare streaming DataFrame
+    # given to .source() becomes a connectors DataFrameSource
+    "job": {"api", "engine", "connectors", "errors", "runtime", "testing"},
     # the seed jobs: descriptions built with the public classes
     "jobs": {"api", "connectors", "errors", "job"},
     "cli": {"api", "engine", "connectors", "errors", "runtime", "testing", "metrics", "job", "jobs", "sparkstate"},

@@ -16,6 +16,7 @@ from typing import Any
 from sparkstate.api.agg import Agg, BuiltinAggregates
 from sparkstate.api.checkpointing import CheckpointConfig
 from sparkstate.api.functions import DEAD_LETTERS, LATE_DATA_NAME, KeyedProcessFunction, OutputTag
+from sparkstate.api.io import SinkSpec, SourceSpec, check_source_columns
 from sparkstate.api.schema import Schema
 from sparkstate.api.state import AggregateFunction
 from sparkstate.api.time import Duration, TimeDomain, WatermarkStrategy, to_millis
@@ -95,12 +96,14 @@ class JobDescription:
     """
 
     name: str
-    source_spec: Any = None
+    source_spec: SourceSpec | None = None
     watermark: WatermarkStrategy | None = None
     key_columns: tuple[str, ...] = ()
     function: KeyedProcessFunction | None = None
+    #: None until known: built-in window aggregates over a source whose columns only Spark
+    #: knows get theirs when the job runs (:meth:`with_output_from`)
     output: Schema | None = None
-    sink_spec: Any = None
+    sink_spec: SinkSpec | None = None
     settings: JobSettings = field(default_factory=JobSettings)
     #: windowing: the assigner, the allowed lateness, and the window function as given
     window_assigner: WindowAssigner | None = None
@@ -117,12 +120,17 @@ class JobDescription:
         if not isinstance(self.name, str) or not self.name.strip():
             raise JobDefinitionError(f"a job needs a name, got {self.name!r}")
 
-    def source(self, source: Any, *, watermark: WatermarkStrategy | None = None) -> JobDescription:
+    def source(self, source: SourceSpec, *, watermark: WatermarkStrategy | None = None) -> JobDescription:
         """Read from ``source``; ``watermark`` assigns event time and watermarks."""
+        if not isinstance(source, SourceSpec):
+            raise JobDefinitionError(
+                f"unsupported source {source!r}; use a generator (UpiPayments, TaxiRides, ClickEvents), ListSource, "
+                "FileSource, SocketSource, DataFrameSource or a streaming DataFrame"
+            )
         if watermark is not None and not isinstance(watermark, WatermarkStrategy):
             raise JobDefinitionError(f"watermark must be a WatermarkStrategy, got {watermark!r}")
         if watermark is not None and not watermark.has_timestamps:
-            column = getattr(source, "time_column", None)
+            column = source.time_column
             if not column:
                 raise JobDefinitionError(
                     "the watermark strategy needs a timestamp column: "
@@ -228,8 +236,8 @@ class JobDescription:
         :class:`AggregateFunction` whose ``get_result`` returns a dict of output columns.
 
         Rows are the key columns, ``window_start``, ``window_end`` and the results. With
-        built-ins only, the output schema is derived from the source's and the planner may run
-        the job natively on Spark SQL.
+        built-ins only, the output schema is derived from the source's columns (a streaming
+        DataFrame's when the job runs) and the planner may run the job natively on Spark SQL.
 
         With ``window_function`` (a :class:`ProcessWindowFunction`, as Flink's
         ``aggregate(AggregateFunction, ProcessWindowFunction)``) the window keeps only the
@@ -254,41 +262,39 @@ class JobDescription:
                 f"got {aggregates!r}"
             )
         job = replace(self, window_kind=WindowKind.AGGREGATE, window_function=function, window_process=window_function)
-        schema = Schema.of(output_schema) if output_schema is not None else job._builtin_output_schema()
-        return replace(job, output=schema)
+        if output_schema is not None:
+            return replace(job, output=Schema.of(output_schema))
+        # derived from the source's columns: now when they are declared, else when the job runs
+        return job.with_output_from(None) if job._source_columns() is not None else job
 
     def _need_window(self, what: str) -> None:
         if self.window_assigner is None:
             raise JobDefinitionError(f"{what}(...) is a window function: call .window(...) first")
 
-    def _builtin_output_schema(self) -> Schema:
-        source_ddl = getattr(self.source_spec, "schema_ddl", None)
-        if not source_ddl:
+    def _source_columns(self) -> Schema | None:
+        """The source's columns when its spec declares them."""
+        ddl = self.source_spec.schema_ddl if self.source_spec is not None else None
+        return Schema.of(ddl) if ddl else None
+
+    def with_output_from(self, source_columns: Schema | None) -> "JobDescription":
+        """This job with the output schema of its built-in window aggregates derived from the
+        source's columns: ``source_columns`` (what Spark knows of a streaming DataFrame), or
+        else the ones the source declares. A job whose output is known is returned as it is."""
+        if self.output is not None or not isinstance(self.window_function, BuiltinAggregates):
+            return self
+        columns = source_columns or self._source_columns()
+        if columns is None:
             raise JobDefinitionError(
                 f"job {self.name!r}: the source's columns are not known here; pass output_schema=... to aggregate"
             )
-        source = Schema.of(source_ddl)
-        types = dict(zip(source.names, source.types))
-        cols = []
-        for c in self.key_columns:
-            if c not in types:
-                raise KeyColumnError(f"job {self.name!r}: key column {c!r} is not in the source's columns {list(source.names)}")
-            cols.append(f"{c} {types[c]}")
-        cols += ["window_start timestamp", "window_end timestamp"]
-        for a in self.window_function.aggs:
-            if a.column is not None and a.column not in types:
-                raise JobDefinitionError(
-                    f"job {self.name!r}: agg.{a.function}({a.column!r}): no such column in the source {list(source.names)}"
-                )
-            cols.append(f"{a.name} {a.output_type(types.get(a.column) if a.column else None)}")
-        return Schema.of(", ".join(cols))
+        return replace(self, output=builtin_output_schema(self.name, self.key_columns, self.window_function, columns))
 
     @property
     def side_output_names(self) -> tuple[str, ...]:
         """Every side output this job can produce."""
         names = [t.name for t in self.side_tags]
         # events without a usable event time, and text lines that are not events, are dead letters
-        if self.watermark is not None or getattr(self.source_spec, "rejects_malformed", False):
+        if self.watermark is not None or (self.source_spec is not None and self.source_spec.rejects_malformed):
             names.append(DEAD_LETTERS.name)
         if self.window_assigner is not None and self.window_assigner.time == TimeDomain.EVENT_TIME:
             names.append(LATE_DATA_NAME)
@@ -298,14 +304,13 @@ class JobDescription:
         if name == DEAD_LETTERS.name:
             return Schema.of(DEAD_LETTERS.schema)
         if name == LATE_DATA_NAME:
-            ddl = getattr(self.source_spec, "schema_ddl", None)
-            return Schema.of(ddl) if ddl else None
+            return self._source_columns()
         for t in self.side_tags:
             if t.name == name:
                 return Schema.of(t.schema)
         return None
 
-    def sink(self, sink: Any) -> JobDescription:
+    def sink(self, sink: SinkSpec) -> JobDescription:
         """Write the function's output to ``sink``."""
         return replace(self, sink_spec=sink)
 
@@ -361,26 +366,29 @@ class JobDescription:
             missing.insert(0, "a window function (.aggregate(...), .reduce(...) or .process(...))")
         if missing:
             raise JobDefinitionError(f"job {self.name!r} is missing " + ", ".join(missing))
-        schema_ddl = getattr(self.source_spec, "schema_ddl", None)
-        if schema_ddl:
-            schema = Schema.of(schema_ddl)
-            for col in self.key_columns:
-                if col not in schema.names:
-                    raise KeyColumnError(
-                        f"job {self.name!r}: key column {col!r} is not in the source's columns {list(schema.names)}"
-                    )
-            ts = self.timestamp_column
-            if ts is not None:
-                if ts not in schema.names:
-                    raise KeyColumnError(
-                        f"job {self.name!r}: timestamp column {ts!r} is not in the source's columns {list(schema.names)}"
-                    )
-                kind = schema.types[schema.names.index(ts)].lower()
-                if not (kind.startswith("timestamp") or kind in ("bigint", "long", "int")):
-                    raise JobDefinitionError(
-                        f"job {self.name!r}: timestamp column {ts!r} has type {kind}; use a timestamp or epoch-ms bigint"
-                    )
+        columns = self._source_columns()
+        if columns is not None:
+            check_source_columns(self.name, self.key_columns, self.timestamp_column, columns.names, columns.types)
 
     @property
     def timestamp_column(self) -> str | None:
         return self.watermark.timestamp_column if self.watermark else None
+
+
+def builtin_output_schema(job_name: str, key_columns: tuple[str, ...], aggregates: BuiltinAggregates, source: Schema) -> Schema:
+    """The rows built-in window aggregates emit over a source of columns ``source``: the key
+    columns, ``window_start``, ``window_end``, then each aggregate's result."""
+    types = dict(zip(source.names, source.types))
+    cols = []
+    for c in key_columns:
+        if c not in types:
+            raise KeyColumnError(f"job {job_name!r}: key column {c!r} is not in the source's columns {list(source.names)}")
+        cols.append(f"{c} {types[c]}")
+    cols += ["window_start timestamp", "window_end timestamp"]
+    for a in aggregates.aggs:
+        if a.column is not None and a.column not in types:
+            raise JobDefinitionError(
+                f"job {job_name!r}: agg.{a.function}({a.column!r}): no such column in the source {list(source.names)}"
+            )
+        cols.append(f"{a.name} {a.output_type(types.get(a.column) if a.column else None)}")
+    return Schema.of(", ".join(cols))

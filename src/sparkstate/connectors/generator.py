@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
-from sparkstate.connectors.sources import EXACTLY_ONCE
+from sparkstate.connectors.sources import EXACTLY_ONCE, SourceBase
 from sparkstate.errors import JobDefinitionError
 
 CHUNK = 1 << 16
@@ -46,7 +46,7 @@ def _skewed(rng: np.random.Generator, n: int, skew: float) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Generator:
+class Generator(SourceBase):
     """What every generator shares: offsets, event time, batch shaping, the end-of-input marker.
 
     ``events=None`` makes it unbounded. A bounded generator ends with an end-of-input marker
@@ -78,6 +78,8 @@ class Generator:
     #: the same offsets give the same events, so a failed batch is read again exactly
     guarantee: ClassVar[str] = EXACTLY_ONCE
     guarantee_why: ClassVar[str] = "replayable"
+    #: fields that only shape micro-batches; any other change alters the events
+    _batch_shaping: ClassVar[frozenset[str]] = frozenset({"rate", "max_batch", "partitions"})
 
     def __post_init__(self) -> None:
 
@@ -130,6 +132,10 @@ class Generator:
         if self.events is None:
             return max(end - start, 0)
         return max(min(end, self.events) - min(start, self.events), 0)
+
+    def identity(self) -> dict:
+        """The generator and every setting that defines its events (not the batch shaping)."""
+        return {"type": type(self).__name__, **{k: getattr(self, k) for k in self.settings() if k not in self._batch_shaping}}
 
     def ends_in(self, start: int, end: int) -> bool:
         """True when offsets ``[start, end)`` include the end-of-input marker."""

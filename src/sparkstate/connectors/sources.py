@@ -16,10 +16,11 @@ the job was down, so each event counts at most once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
+from sparkstate.api.io import SourceSpec
 from sparkstate.api.schema import Schema
 from sparkstate.api.time import epoch_millis
 from sparkstate.errors import JobDefinitionError
@@ -30,11 +31,41 @@ AT_MOST_ONCE = "at-most-once"
 AS_ITS_SOURCE = "as its source gives"
 
 
-def describe_guarantee(source: Any) -> str:
+def describe_guarantee(source: SourceSpec) -> str:
     """A source's guarantee and why, e.g. ``exactly-once: replayable``."""
-    guarantee = getattr(source, "guarantee", AS_ITS_SOURCE)
-    why = getattr(source, "guarantee_why", "")
-    return f"{guarantee}: {why}" if why else guarantee
+    return f"{source.guarantee}: {source.guarantee_why}" if source.guarantee_why else source.guarantee
+
+
+class SourceBase:
+    """The :class:`~sparkstate.api.io.SourceSpec` contract's defaults: an unbounded source
+    without an end marker, of columns only Spark knows, that promises nothing about event
+    time, counts no events by offset and is identified by its type alone. A spec overrides
+    what it knows better, and writes its own ``describe``."""
+
+    time_column: str | None = None
+    schema_ddl: str | None = None
+    bounded: bool = False
+    has_end_marker: bool = False
+    rejects_malformed: bool = False
+    guarantee: str = AS_ITS_SOURCE
+    guarantee_why: str = ""
+
+    def end_offset(self, marker: bool = True) -> int | None:
+        """Unbounded: a run of this source ends by ``timeout``, ``until`` or Ctrl-C."""
+        return None
+
+    def events_between(self, start: int, end: int) -> int | None:
+        return None
+
+    def always_has_event_time(self, column: str | None) -> bool:
+        return False
+
+    def never_behind_watermark(self, strategy: Any) -> bool:
+        return False
+
+    def identity(self) -> dict:
+        # a ListSource may grow by whole batches between runs; a Spark source keeps its own offsets
+        return {"type": type(self).__name__}
 
 
 def _millis(value: Any) -> int | None:
@@ -46,7 +77,7 @@ def _millis(value: Any) -> int | None:
 
 
 @dataclass(frozen=True)
-class ListSource:
+class ListSource(SourceBase):
     """Each inner list becomes exactly one micro-batch, in order; replayable by batch index.
 
     Timestamp columns take epoch milliseconds (ints) or datetimes; ``time_column`` names the
@@ -83,8 +114,8 @@ class ListSource:
         if time_column is not None and time_column not in parsed.names:
             raise JobDefinitionError(f"ListSource: time_column {time_column!r} is not in the schema ({schema})")
 
-    schema_ddl = property(lambda self: self.schema)
-    bounded = True
+    schema_ddl = property(lambda self: self.schema)  # type: ignore[assignment]
+    bounded: ClassVar[bool] = True
     guarantee: ClassVar[str] = EXACTLY_ONCE
     guarantee_why: ClassVar[str] = "replayable"
 
@@ -130,7 +161,7 @@ class ListSource:
 
 
 @dataclass(frozen=True)
-class DataFrameSource:
+class DataFrameSource(SourceBase):
     """Any Spark streaming DataFrame, or a function ``spark -> DataFrame`` that builds one.
 
     Example::
@@ -141,15 +172,8 @@ class DataFrameSource:
     dataframe: Any
     time_column: str | None = None
     name: str = "dataframe"
-    bounded: bool = field(default=False, init=False)
-    has_end_marker: bool = field(default=False, init=False)
-    schema_ddl: Any = field(default=None, init=False)
     guarantee: ClassVar[str] = AS_ITS_SOURCE
     guarantee_why: ClassVar[str] = "replayable Spark sources (files, Kafka) give exactly-once"
-
-    def end_offset(self, marker: bool = True) -> None:
-        """Unbounded: a run of this source ends by ``timeout``, ``until`` or Ctrl-C."""
-        return None
 
     def build(self, spark: Any) -> Any:
         df = self.dataframe(spark) if callable(self.dataframe) else self.dataframe
@@ -163,7 +187,7 @@ class DataFrameSource:
         return "Spark streaming DataFrame"
 
 
-class TextLines:
+class TextLines(SourceBase):
     """What the text sources share: lines parsed into events of ``schema`` by ``format``
     (``sparkstate.connectors.text``), the ones that are not events going to the job's
     ``dead_letters`` side output with the reason. Unbounded: a run ends by ``timeout``,
@@ -173,12 +197,10 @@ class TextLines:
     format: str
     time_column: str | None
 
-    bounded: ClassVar[bool] = False
-    has_end_marker: ClassVar[bool] = False
     #: lines that are not events of the schema become dead letters (so every job reading
     #: such a source has the ``dead_letters`` side output)
     rejects_malformed: ClassVar[bool] = True
-    schema_ddl = property(lambda self: self.schema)
+    schema_ddl = property(lambda self: self.schema)  # type: ignore[assignment]
 
     def _check(self) -> None:
         from sparkstate.connectors.text import FORMATS
@@ -190,10 +212,6 @@ class TextLines:
             raise JobDefinitionError(
                 f"{type(self).__name__}: time_column {self.time_column!r} is not in the schema ({self.schema})"
             )
-
-    def end_offset(self, marker: bool = True) -> None:
-        """Unbounded: there is no offset at which a run is done."""
-        return None
 
     def parser(self, key_columns: tuple[str, ...], time_column: str | None) -> Any:
         """The :class:`~sparkstate.connectors.text.LineParser` of a job keyed by ``key_columns``

@@ -8,8 +8,6 @@ needs no function); the description itself stays free of engine objects.
 
 from __future__ import annotations
 
-from typing import Any
-
 from sparkstate.api.functions import LATE_DATA_NAME, KeyedProcessFunction, OutputTag, TimeDomain
 from sparkstate.api.job import JobDescription
 from sparkstate.api.windows import WindowKind
@@ -19,26 +17,26 @@ from sparkstate.errors import JobDefinitionError
 
 def keyed_function(job: JobDescription) -> KeyedProcessFunction:
     """The function that runs ``job``'s keyed stream (a new window operator for a window job)."""
-    if job.window_assigner is None or job.window_kind is None:
+    assigner, kind = job.window_assigner, job.window_kind
+    if assigner is None or kind is None:
         if job.function is None:
             raise JobDefinitionError(
                 f"job {job.name!r} has no keyed function: call .process(...) (or .window(...) and a window function)"
             )
         return job.function
+    # built-in aggregates emit rows in the output's column order, so it must be known by now
+    job = job.with_output_from(None)
     late = None
-    if job.window_assigner.time == TimeDomain.EVENT_TIME:
-        late = OutputTag(LATE_DATA_NAME, _source_ddl(job))
+    if assigner.time == TimeDomain.EVENT_TIME:
+        late = OutputTag(LATE_DATA_NAME, job.source_spec.schema_ddl if job.source_spec is not None else None)
     return WindowOperator(
-        job.window_assigner,
-        job.window_kind,
+        assigner,
+        kind,
         job.window_function,
         job.key_columns,
         job.lateness_ms,
         late,
-        job.window_process if job.window_kind == WindowKind.AGGREGATE else None,
+        job.window_process if kind == WindowKind.AGGREGATE else None,
         job.output.names if job.output is not None else (),
     )
 
-
-def _source_ddl(job: JobDescription) -> Any:
-    return getattr(job.source_spec, "schema_ddl", None)

@@ -74,7 +74,7 @@ class WindowOperator(BuiltinFunction):
     def __init__(
         self,
         assigner: WindowAssigner,
-        kind: str,
+        kind: WindowKind,
         function: Any,  # by kind: an AggregateFunction, a reduce function or a ProcessWindowFunction
         key_columns: tuple[str, ...],
         allowed_lateness: int = 0,

@@ -30,18 +30,9 @@ _MUST_MATCH = {
 
 _DEFAULTS = {"plan": "python"}
 
-#: generator fields that only shape micro-batches; any other change alters the events
-_BATCH_SHAPING = {"rate", "max_batch", "partitions"}
-
-
 def source_identity(source: Any) -> dict:
     """What a checkpoint's offsets mean: the same offsets must give the same events again."""
-    from sparkstate.connectors.generator import Generator
-
-    if isinstance(source, Generator):
-        return {"type": type(source).__name__, **{k: getattr(source, k) for k in source.settings() if k not in _BATCH_SHAPING}}
-    # a ListSource may grow by whole batches between runs; a Spark source keeps its own offsets
-    return {"type": type(source).__name__}
+    return source.identity()
 
 
 def job_metadata(job: Any, spec: Any, descriptors: list, settings: dict) -> dict:

@@ -20,7 +20,7 @@ from typing import Any
 
 from sparkstate.api.agg import BuiltinAggregates
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
-from sparkstate.runtime.spark_sources import build_source, raw_marker_options
+from sparkstate.runtime.spark_sources import raw_marker_options, spark_source
 
 
 def native_frame(spark: Any, job: Any, marker: bool, scratch_dir: str | None = None) -> Any:
@@ -28,7 +28,7 @@ def native_frame(spark: Any, job: Any, marker: bool, scratch_dir: str | None = N
     from pyspark.sql import functions as F
 
     options = raw_marker_options(job) if marker else None
-    df = build_source(spark, job.source_spec, scratch_dir, options)
+    df = spark_source(job.source_spec).raw(spark, scratch_dir, options)
     ts = job.timestamp_column
     types = dict(df.dtypes)
     event_time = "__event_time"

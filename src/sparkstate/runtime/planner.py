@@ -52,11 +52,9 @@ def native_blockers(job: Any) -> list[str]:
         out.append(f"it routes side outputs {routed} to sinks (Spark SQL drops late rows)")
     if job.watermark is not None and job.watermark.timestamp_assigner is not None:
         out.append("its event time comes from a Python function (native: a timestamp column)")
-    check = getattr(job.source_spec, "always_has_event_time", None)
-    if check is None or not check(job.timestamp_column):
+    if not job.source_spec.always_has_event_time(job.timestamp_column):
         out.append("its source may have events without event time (they go to the dead-letter output)")
-    never_late = getattr(job.source_spec, "never_behind_watermark", None)
-    if job.watermark is not None and (never_late is None or not never_late(job.watermark)):
+    if job.watermark is not None and not job.source_spec.never_behind_watermark(job.watermark):
         # Spark's aggregation does not drop rows behind the watermark: it aggregates them into
         # windows it has not emitted yet, or emits a second row. Flink drops them (late data).
         out.append("its source may deliver events behind the watermark (Spark SQL would still aggregate them)")
@@ -126,4 +124,4 @@ def explain(job: Any) -> str:
 
 
 def _describe(thing: Any) -> str:
-    return thing.describe() if hasattr(thing, "describe") else repr(thing)
+    return repr(thing) if thing is None else thing.describe()

@@ -47,7 +47,7 @@ def uses_end_marker(job: Job, fn: KeyedProcessFunction) -> bool:
     Only a function with timers can see the final watermark, so only its job pays the two
     extra micro-batches; and a stream's last run keeps the plan of its earlier ones.
     """
-    return bool(getattr(job.source_spec, "has_end_marker", False)) and type(fn).defines_on_timer()
+    return job.source_spec.has_end_marker and type(fn).defines_on_timer()
 
 
 def operator_spec(job: Job, fn: KeyedProcessFunction, output_arrow: Any) -> Any:
@@ -79,9 +79,9 @@ def build_query(
     """The configured ``DataStreamWriter`` of ``job``."""
     from sparkstate.runtime.spark_processor import GROUP_STATE_SCHEMA, KeyGroupFunction, KeyGroupProcessor
     from sparkstate.runtime.spark_sinks import attach, attach_dispatch
-    from sparkstate.runtime.spark_sources import build_packed
+    from sparkstate.runtime.spark_sources import spark_source
 
-    packed = build_packed(spark, job, spec.end_watermark is not None, scratch_dir=checkpoint.list_source_dir)
+    packed = spark_source(job.source_spec).packed(spark, job, spec.end_watermark is not None, checkpoint.list_source_dir)
     if spec.event_time:
         packed = packed.withWatermark("ts", f"{watermark_delay_ms(job)} milliseconds")
     # No filter for the end-of-input marker (blob NULL): Spark would push it below the

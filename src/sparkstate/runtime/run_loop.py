@@ -75,7 +75,7 @@ def run_job(
     passes, or Ctrl-C."""
     from sparkstate.runtime.spark_session import active_session, get_spark, local_cores, state_store_class
     from sparkstate.runtime.spark_sinks import open_database_sinks
-    from sparkstate.runtime.spark_sources import batch_events
+    from sparkstate.runtime.spark_sources import batch_events, source_columns
 
     if checkpoint_dir is None or str(checkpoint_dir).strip() == "":
         raise JobDefinitionError(
@@ -86,7 +86,14 @@ def run_job(
     if CheckpointDir.needs_spark(checkpoint_dir):
         spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
     checkpoint = CheckpointDir.open(checkpoint_dir, spark)
-    # declared state, from a copy: the job's function object stays unopened for Spark to ship
+    if job.output is None:
+        # built-in window aggregates whose output follows from the source's columns, which
+        # only Spark knows for a streaming DataFrame
+        columns = None
+        if job.source_spec.schema_ddl is None:
+            spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
+            columns = source_columns(spark, job.source_spec)
+        job = job.with_output_from(columns)
     chosen = plan(job)
     # a window job's function is compiled here, once; the native path never runs it but
     # records its name and state in the checkpoint's metadata like the Python path
@@ -114,7 +121,7 @@ def run_job(
     result.warnings = check_or_write(checkpoint, meta)
 
     marker = spec.end_watermark is not None
-    end = job.source_spec.end_offset(marker) if hasattr(job.source_spec, "end_offset") else None
+    end = job.source_spec.end_offset(marker)
     if _already_complete(checkpoint, end):
         result.completed = result.already_complete = True
         return result

@@ -1,5 +1,10 @@
 """Attaching sparkstate's sink specs to a Spark ``DataStreamWriter``.
 
+Each kind of sink spec has one Spark binding here, a :class:`SparkSink` that :func:`spark_sink`
+finds by the spec's type: how it attaches to a streaming writer, how it writes one batch
+DataFrame and how it writes a batch's side-output rows. A new sink is its spec plus one
+binding registered with ``spark_sink``.
+
 A job without side outputs writes straight to its sink (Spark's own file sink for Parquet).
 A job with side outputs (late data, dead letters, the function's own tags) writes through
 :func:`attach_dispatch`: each micro-batch is computed once, its side rows are split off by
@@ -14,11 +19,14 @@ before the query starts.
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import shutil
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
+from sparkstate.api.io import SinkSpec
 from sparkstate.connectors import database
 from sparkstate.connectors.sinks import ConsoleSink, DatabaseSink, ForeachBatchSink, MemorySink, NoopSink, ParquetSink
 from sparkstate.errors import JobDefinitionError
@@ -26,11 +34,47 @@ from sparkstate.engine.output import python_rows
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
 
 
-def _print_batch(sink: ConsoleSink, df: Any, batch_id: int, title: str = "") -> None:
+class SparkSink(Protocol):
+    """A sink spec bound to Spark: the three ways a job's rows reach it."""
+
+    def attach(self, writer: Any) -> Any:
+        """Configure ``writer`` (``df.writeStream``) to write the stream; returns the writer."""
+        ...
+
+    def write_batch(self, df: Any, batch_id: int) -> None:
+        """Write one micro-batch's main rows (a batch DataFrame), idempotently."""
+        ...
+
+    def write_side(self, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> None:
+        """Write one batch's rows of side output ``name`` (Python rows of ``schema``, a
+        :class:`~sparkstate.api.schema.Schema` or None), idempotently."""
+        ...
+
+
+@functools.singledispatch
+def spark_sink(sink: SinkSpec) -> SparkSink:
+    """The Spark binding of a sink spec: each binding below registers the spec type it binds
+    (a subclass of a spec, such as PostgresSink, takes its base's)."""
+    raise JobDefinitionError(
+        f"unsupported sink {sink!r}; use ConsoleSink, ParquetSink, MemorySink, NoopSink, PostgresSink, SqliteSink "
+        "or ForeachBatchSink"
+    )
+
+
+def _side_table(rows: list, schema: Any) -> Any:
+    """Side-output rows as an Arrow table (of ``schema`` when it is known)."""
+    import pyarrow as pa
+
+    from sparkstate.engine.output import arrow_table
+
+    return arrow_table(rows, schema, schema.arrow) if schema is not None else pa.Table.from_pylist(rows)
+
+
+def _print_batch(sink: ConsoleSink, table: Any, batch_id: int, title: str = "") -> None:
+    """Print up to ``sink.rows`` rows of one batch (an Arrow table)."""
     from rich.console import Console
     from rich.table import Table
 
-    table = df if hasattr(df, "num_rows") else df.toArrow()
     if table.num_rows == 0:
         return
     shown = table.slice(0, sink.rows).to_pylist()
@@ -43,26 +87,114 @@ def _print_batch(sink: ConsoleSink, df: Any, batch_id: int, title: str = "") -> 
     Console(highlight=False).print(view)
 
 
-def attach(sink: Any, writer: Any) -> Any:
-    """Configure ``writer`` (``df.writeStream``) for ``sink``; returns the writer."""
-    if isinstance(sink, MemorySink):
+class _EachBatch:
+    """Sinks that take the stream batch by batch, as they take a dispatched batch."""
+
+    def attach(self, writer: Any) -> Any:
         # one action per batch: a second one would run the stateful operator twice
-        return writer.foreachBatch(lambda df, batch_id: sink.put(batch_id, python_rows(df.toArrow())))
-    if isinstance(sink, ParquetSink):
-        return writer.format("parquet").option("path", sink.path)
-    if isinstance(sink, ConsoleSink):
-        # Spark's own console sink prints from the JVM, whose output goes to the log file
-        return writer.foreachBatch(lambda df, batch_id: _print_batch(sink, df, batch_id))
-    if isinstance(sink, NoopSink):
+        return writer.foreachBatch(self.write_batch)
+
+    def write_batch(self, df: Any, batch_id: int) -> None:
+        raise NotImplementedError
+
+
+@spark_sink.register(MemorySink)
+@dataclass(frozen=True)
+class _Memory(_EachBatch):
+    sink: MemorySink
+
+    def write_batch(self, df: Any, batch_id: int) -> None:
+        self.sink.put(batch_id, python_rows(df.toArrow()))
+
+    def write_side(self, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> None:
+        self.sink.put(batch_id, python_rows(_side_table(rows, schema)) if rows else [])
+
+
+@spark_sink.register(ParquetSink)
+@dataclass(frozen=True)
+class _Parquet:
+    sink: ParquetSink
+
+    def attach(self, writer: Any) -> Any:
+        return writer.format("parquet").option("path", self.sink.path)
+
+    def write_batch(self, df: Any, batch_id: int) -> None:
+        df.write.mode("overwrite").parquet(os.path.join(self.sink.path, f"batch_id={batch_id}"))
+
+    def write_side(self, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> None:
+        import pyarrow.parquet as pq
+
+        table = _side_table(rows, schema)
+        folder = os.path.join(self.sink.path, f"batch_id={batch_id}")
+        shutil.rmtree(folder, ignore_errors=True)  # a replayed batch replaces its first attempt
+        if rows:
+            os.makedirs(folder, exist_ok=True)
+            pq.write_table(table, os.path.join(folder, "part-00000.parquet"))
+
+
+@spark_sink.register(ConsoleSink)
+@dataclass(frozen=True)
+class _Console(_EachBatch):
+    """Prints from Python: Spark's own console sink prints from the JVM, whose output goes to
+    the log file."""
+
+    sink: ConsoleSink
+
+    def write_batch(self, df: Any, batch_id: int) -> None:
+        _print_batch(self.sink, df.toArrow(), batch_id)
+
+    def write_side(self, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> None:
+        _print_batch(self.sink, _side_table(rows, schema), batch_id, title=f"{name}: ")
+
+
+@spark_sink.register(NoopSink)
+@dataclass(frozen=True)
+class _Noop:
+    sink: NoopSink
+
+    def attach(self, writer: Any) -> Any:
         return writer.format("noop")
-    if isinstance(sink, ForeachBatchSink):
-        return writer.foreachBatch(sink.fn)
-    if isinstance(sink, DatabaseSink):
-        return writer.foreachBatch(lambda df, batch_id: database.write(sink, df.toArrow(), batch_id))
-    raise JobDefinitionError(
-        f"unsupported sink {sink!r}; use ConsoleSink, ParquetSink, MemorySink, NoopSink, PostgresSink, SqliteSink "
-        "or ForeachBatchSink"
-    )
+
+    def write_batch(self, df: Any, batch_id: int) -> None:
+        df.write.format("noop").mode("overwrite").save()
+
+    def write_side(self, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> None:
+        pass
+
+
+@spark_sink.register(ForeachBatchSink)
+@dataclass(frozen=True)
+class _ForeachBatch:
+    sink: ForeachBatchSink
+
+    def attach(self, writer: Any) -> Any:
+        return writer.foreachBatch(self.sink.fn)
+
+    def write_batch(self, df: Any, batch_id: int) -> None:
+        self.sink.fn(df, batch_id)
+
+    def write_side(self, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> None:
+        if rows:
+            self.sink.fn(spark.createDataFrame(_side_table(rows, schema)), batch_id)
+
+
+@spark_sink.register(DatabaseSink)
+@dataclass(frozen=True)
+class _Database(_EachBatch):
+    """Collects each batch on the driver and writes it in one transaction with its marker."""
+
+    sink: DatabaseSink
+
+    def write_batch(self, df: Any, batch_id: int) -> None:
+        database.write(self.sink, df.toArrow(), batch_id)
+
+    def write_side(self, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> None:
+        database.write(self.sink, _side_table(rows, schema), batch_id)
+
+
+def attach(sink: SinkSpec, writer: Any) -> Any:
+    """Configure ``writer`` (``df.writeStream``) for ``sink``; returns the writer."""
+    return spark_sink(sink).attach(writer)
 
 
 def open_database_sinks(job: Any, checkpoint: CheckpointDir, native: bool) -> Any:
@@ -83,57 +215,6 @@ def open_database_sinks(job: Any, checkpoint: CheckpointDir, native: bool) -> An
 # --------------------------------------------------------------------------- side outputs
 
 
-def write_batch(sink: Any, df: Any, batch_id: int) -> None:
-    """Write one micro-batch's main rows (a batch DataFrame) to ``sink``, idempotently."""
-    if isinstance(sink, MemorySink):
-        sink.put(batch_id, python_rows(df.toArrow()))
-    elif isinstance(sink, ParquetSink):
-        df.write.mode("overwrite").parquet(os.path.join(sink.path, f"batch_id={batch_id}"))
-    elif isinstance(sink, ConsoleSink):
-        _print_batch(sink, df, batch_id)
-    elif isinstance(sink, NoopSink):
-        df.write.format("noop").mode("overwrite").save()
-    elif isinstance(sink, ForeachBatchSink):
-        sink.fn(df, batch_id)
-    elif isinstance(sink, DatabaseSink):
-        database.write(sink, df.toArrow(), batch_id)
-    else:
-        raise JobDefinitionError(f"unsupported sink {sink!r}")
-
-
-def write_side(sink: Any, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> None:
-    """Write one batch's rows of side output ``name`` (Python rows) to ``sink``."""
-    import pyarrow as pa
-
-    from sparkstate.engine.output import arrow_table
-
-    if isinstance(sink, NoopSink):
-        return
-    if schema is not None:
-        table = arrow_table(rows, schema, schema.arrow)
-    else:
-        table = pa.Table.from_pylist(rows)
-    if isinstance(sink, MemorySink):
-        sink.put(batch_id, python_rows(table) if rows else [])
-    elif isinstance(sink, ParquetSink):
-        import pyarrow.parquet as pq
-
-        folder = os.path.join(sink.path, f"batch_id={batch_id}")
-        shutil.rmtree(folder, ignore_errors=True)  # a replayed batch replaces its first attempt
-        if rows:
-            os.makedirs(folder, exist_ok=True)
-            pq.write_table(table, os.path.join(folder, "part-00000.parquet"))
-    elif isinstance(sink, ConsoleSink):
-        _print_batch(sink, table, batch_id, title=f"{name}: ")
-    elif isinstance(sink, ForeachBatchSink):
-        if rows:
-            sink.fn(spark.createDataFrame(table), batch_id)
-    elif isinstance(sink, DatabaseSink):
-        database.write(sink, table, batch_id)
-    else:
-        raise JobDefinitionError(f"unsupported sink {sink!r} for side output {name!r}")
-
-
 def attach_dispatch(job: Any, writer: Any, default_dir: str, counts: dict[int, dict[str, int]]) -> Any:
     """Configure ``writer`` to split each batch into the main sink and the side-output sinks.
 
@@ -148,18 +229,21 @@ def attach_dispatch(job: Any, writer: Any, default_dir: str, counts: dict[int, d
     names = job.side_output_names
     schemas = {n: job.side_output_schema(n) for n in names}
     sinks = {n: s or ParquetSink(os.path.join(default_dir, n)) for n, s in database.side_sinks(job).items()}
+    main = spark_sink(job.sink_spec)
+    bindings = {n: spark_sink(s) for n, s in sinks.items()}
+    discard = spark_sink(NoopSink())
 
     def dispatch(df: Any, batch_id: int) -> None:
         # computed once: a second evaluation would run the stateful operator again
         df = df.persist()
         try:
             side = df.where(F.col(SIDE_COLUMN).isNotNull()).select(SIDE_COLUMN, SIDE_ROW_COLUMN).toArrow()
-            write_batch(job.sink_spec, df.where(F.col(SIDE_COLUMN).isNull()).drop(SIDE_COLUMN, SIDE_ROW_COLUMN), batch_id)
+            main.write_batch(df.where(F.col(SIDE_COLUMN).isNull()).drop(SIDE_COLUMN, SIDE_ROW_COLUMN), batch_id)
             by_name: dict[str, list] = {n: [] for n in names}
             for name, blob in zip(side.column(0).to_pylist(), side.column(1).to_pylist()):
                 by_name.setdefault(name, []).append(pickle.loads(blob))
             for name, rows in by_name.items():
-                write_side(sinks.get(name) or NoopSink(), name, rows, schemas.get(name), df.sparkSession, batch_id)
+                bindings.get(name, discard).write_side(name, rows, schemas.get(name), df.sparkSession, batch_id)
             counts[batch_id] = {name: len(rows) for name, rows in by_name.items()}
         finally:
             df.unpersist()

@@ -6,12 +6,17 @@ a batch replayed after a crash reads exactly the rows it read the first time (ex
 The socket source cannot: it holds the lines it received in memory until their batch is
 committed (at-most-once). Files are read by Spark's own file stream source, which logs each
 batch's files in the checkpoint (exactly-once).
+
+Each kind of source spec has one Spark binding here, a :class:`SparkSource` that
+:func:`spark_source` finds by the spec's type: its raw events, and the job's input packed. A
+new source is its spec plus one binding registered with ``spark_source``.
 """
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
 import json
 import os
 import pickle
@@ -20,11 +25,12 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from sparkstate.api.io import SourceSpec, check_source_columns
 from sparkstate.api.schema import Schema
 from sparkstate.api.time import epoch_micros
 from sparkstate.connectors.generator import GENERATORS, Generator
@@ -412,16 +418,73 @@ def register(spark: Any) -> None:
     spark.dataSource.register(SocketDataSource)
 
 
-def build_source(spark: Any, source: Any, scratch_dir: str | None = None, options: dict[str, str] | None = None) -> Any:
-    """The streaming DataFrame of a source spec (its raw events, or packed rows with ``options``)."""
-    register(spark)
-    extra = options or {}
-    if isinstance(source, Generator):
-        reader = spark.readStream.format(GENERATOR_FORMAT)
-        for k, v in {**generator_options(source), **extra}.items():
-            reader = reader.option(k, v)
-        return reader.load()
-    if isinstance(source, ListSource):
+class SparkSource(Protocol):
+    """A source spec bound to Spark: its events as a streaming DataFrame, raw or packed."""
+
+    def raw(self, spark: Any, scratch_dir: str | None, options: dict[str, str] | None = None) -> Any:
+        """The source's events as they are (sparkstate's own sources take ``options``: the
+        raw end-of-input marker of the native path)."""
+        ...
+
+    def packed(self, spark: Any, job: Any, marker: bool, scratch_dir: str | None) -> Any:
+        """The job's input as packed rows (``PACKED_SCHEMA``); ``marker``: end with the
+        end-of-input marker (the job's function has timers)."""
+        ...
+
+
+@functools.singledispatch
+def spark_source(source: SourceSpec) -> SparkSource:
+    """The Spark binding of a source spec: each binding below registers the spec type it
+    binds (a subclass of a spec, such as UpiPayments, takes its base's)."""
+    raise JobDefinitionError(
+        f"unsupported source {source!r}; use a generator (UpiPayments, TaxiRides, ClickEvents), ListSource, "
+        "FileSource, SocketSource, DataFrameSource or a streaming DataFrame"
+    )
+
+
+def _with_options(reader: Any, options: dict[str, str]) -> Any:
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader
+
+
+class _Binding:
+    """What the bindings share: ``raw`` registers sparkstate's data sources (its own sources
+    read them, and so may a DataFrame a user builds) and reads the spec's events."""
+
+    spec: Any
+
+    def raw(self, spark: Any, scratch_dir: str | None, options: dict[str, str] | None = None) -> Any:
+        register(spark)
+        return self._read(spark, scratch_dir, options or {})
+
+    def _read(self, spark: Any, scratch_dir: str | None, options: dict[str, str]) -> Any:
+        raise NotImplementedError
+
+
+class _PacksItself(_Binding):
+    """sparkstate's own sources pack while they generate: the job's packing rides in the options."""
+
+    def packed(self, spark: Any, job: Any, marker: bool, scratch_dir: str | None) -> Any:
+        return self.raw(spark, scratch_dir, pack_options(job, marker))
+
+
+@spark_source.register(Generator)
+@dataclass(frozen=True)
+class _Generator(_PacksItself):
+    spec: Generator
+
+    def _read(self, spark: Any, scratch_dir: str | None, options: dict[str, str]) -> Any:
+        return _with_options(spark.readStream.format(GENERATOR_FORMAT), {**generator_options(self.spec), **options}).load()
+
+
+@spark_source.register(ListSource)
+@dataclass(frozen=True)
+class _List(_PacksItself):
+    spec: ListSource
+
+    def _read(self, spark: Any, scratch_dir: str | None, options: dict[str, str]) -> Any:
+        source = self.spec
         arrow_schema(source.schema)  # fail early on unsupported types
         directory = scratch_dir or tempfile.mkdtemp(prefix="sparkstate-list-")
         os.makedirs(directory, exist_ok=True)
@@ -434,13 +497,39 @@ def build_source(spark: Any, source: Any, scratch_dir: str | None = None, option
             .option("schema", source.schema)
             .option("end_of_input", "true" if source.end_of_input else "false")
         )
-        for k, v in extra.items():
-            reader = reader.option(k, v)
-        return reader.load()
-    if isinstance(source, SocketSource):
+        return _with_options(reader, options).load()
+
+
+class _Lines(_Binding):
+    """Text sources: a ``value`` column of lines, parsed into events while packing (the job's
+    only read of the source: a socket's lines are read once)."""
+
+    def packed(self, spark: Any, job: Any, marker: bool, scratch_dir: str | None) -> Any:
+        assigner = job.watermark.timestamp_assigner if job.watermark else None
+        lines = self.raw(spark, scratch_dir).select("value")
+        # with a timestamp assigner, event time is the function's business, not a column's
+        parser = self.spec.parser(job.key_columns, None if assigner else job.timestamp_column)
+        packer = make_packer(job.key_columns, job.settings.key_groups, job.timestamp_column, assigner, parser)
+        return lines.mapInArrow(packer, PACKED_SCHEMA)
+
+
+@spark_source.register(SocketSource)
+@dataclass(frozen=True)
+class _Socket(_Lines):
+    spec: SocketSource
+
+    def _read(self, spark: Any, scratch_dir: str | None, options: dict[str, str]) -> Any:
         # sparkstate's reader, not Spark's "socket" source, which cannot resume a checkpoint
-        return spark.readStream.format(SOCKET_FORMAT).option("host", source.host).option("port", source.port).load()
-    if isinstance(source, FileSource):
+        return spark.readStream.format(SOCKET_FORMAT).option("host", self.spec.host).option("port", self.spec.port).load()
+
+
+@spark_source.register(FileSource)
+@dataclass(frozen=True)
+class _Files(_Lines):
+    spec: FileSource
+
+    def _read(self, spark: Any, scratch_dir: str | None, options: dict[str, str]) -> Any:
+        source = self.spec
         if "://" not in source.path and not os.path.isdir(source.path):
             raise JobDefinitionError(
                 f"FileSource: directory {source.path!r} does not exist; create it (its files are read as they appear)"
@@ -449,46 +538,29 @@ def build_source(spark: Any, source: Any, scratch_dir: str | None = None, option
         if source.max_files_per_trigger is not None:
             reader = reader.option("maxFilesPerTrigger", source.max_files_per_trigger)
         return reader.text(source.path)
-    if isinstance(source, DataFrameSource):
-        return source.build(spark)
-    if getattr(source, "isStreaming", False):
-        return source
-    raise JobDefinitionError(
-        f"unsupported source {source!r}; use a generator (UpiPayments, TaxiRides, ClickEvents), ListSource, "
-        "FileSource, SocketSource, DataFrameSource or a streaming DataFrame"
-    )
 
 
-def build_packed(spark: Any, job: Any, marker: bool, scratch_dir: str | None = None) -> Any:
-    """The job's input as packed rows (``PACKED_SCHEMA``).
+@spark_source.register(DataFrameSource)
+@dataclass(frozen=True)
+class _DataFrame(_Binding):
+    """Any streaming DataFrame: packed by a ``mapInArrow`` step, once its columns are checked."""
 
-    sparkstate's own sources pack while they generate; any other streaming DataFrame is
-    packed by a ``mapInArrow`` step, which also parses the lines of text sources (the job's
-    only read of the source: a socket's lines are read once).
-    """
-    source = job.source_spec
-    if isinstance(source, (Generator, ListSource)):
-        return build_source(spark, source, scratch_dir, pack_options(job, marker))
-    assigner = job.watermark.timestamp_assigner if job.watermark else None
-    if getattr(source, "rejects_malformed", False):
-        lines = build_source(spark, source, scratch_dir).select("value")
-        # with a timestamp assigner, event time is the function's business, not a column's
-        parser = source.parser(job.key_columns, None if assigner else job.timestamp_column)
-        packer = make_packer(job.key_columns, job.settings.key_groups, job.timestamp_column, assigner, parser)
-        return lines.mapInArrow(packer, PACKED_SCHEMA)
-    df = build_source(spark, source, scratch_dir)
-    columns = dict(df.dtypes)
-    for col in [*job.key_columns, *([job.timestamp_column] if job.timestamp_column else [])]:
-        if col not in columns:
-            from sparkstate.errors import KeyColumnError
+    spec: DataFrameSource
 
-            raise KeyColumnError(f"job {job.name!r}: column {col!r} is not in the source's columns {list(columns)}")
-    ts = job.timestamp_column
-    if ts and not (columns[ts].startswith("timestamp") or columns[ts] in ("bigint", "int")):
-        raise JobDefinitionError(
-            f"job {job.name!r}: timestamp column {ts!r} has type {columns[ts]}; use a timestamp or epoch-ms bigint"
-        )
-    return df.mapInArrow(make_packer(job.key_columns, job.settings.key_groups, ts, assigner), PACKED_SCHEMA)
+    def _read(self, spark: Any, scratch_dir: str | None, options: dict[str, str]) -> Any:
+        return self.spec.build(spark)
+
+    def packed(self, spark: Any, job: Any, marker: bool, scratch_dir: str | None) -> Any:
+        df = self.raw(spark, scratch_dir)
+        names, types = zip(*df.dtypes) if df.dtypes else ((), ())
+        check_source_columns(job.name, job.key_columns, job.timestamp_column, names, types)
+        assigner = job.watermark.timestamp_assigner if job.watermark else None
+        return df.mapInArrow(make_packer(job.key_columns, job.settings.key_groups, job.timestamp_column, assigner), PACKED_SCHEMA)
+
+
+def source_columns(spark: Any, source: SourceSpec) -> Schema:
+    """The columns of a source's events, as Spark reads them."""
+    return Schema.of(spark_source(source).raw(spark, None).schema)
 
 
 def source_offset(progress_source: dict, which: str = "endOffset") -> int | None:
@@ -507,9 +579,9 @@ def source_offset(progress_source: dict, which: str = "endOffset") -> int | None
 def batch_events(source: Any, progress: dict) -> int:
     """Events a micro-batch read (packed sources report packed rows, so count by offsets)."""
     sources = progress.get("sources") or []
-    counter = getattr(source, "events_between", None)
-    if counter is not None and sources:
-        end = source_offset(sources[0])
-        if end is not None:
-            return counter(source_offset(sources[0], "startOffset") or 0, end)
+    end = source_offset(sources[0]) if sources else None
+    if end is not None:
+        events = source.events_between(source_offset(sources[0], "startOffset") or 0, end)
+        if events is not None:
+            return events
     return int(progress.get("numInputRows") or 0)

@@ -1,0 +1,47 @@
+"""A job's database sinks: bound to the job (table and marker identity from its name), and
+where its side outputs go when they have no sink of their own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from sparkstate.connectors.sinks import DatabaseSink
+
+
+def bind_job_sinks(job: Any) -> Any:
+    """``job`` with its database sinks bound: table and marker identity filled in from the
+    job's name (see :meth:`DatabaseSink.for_job` and :meth:`DatabaseSink.for_side_output`)."""
+    from dataclasses import replace
+
+    main = job.sink_spec
+    if isinstance(main, DatabaseSink):
+        main = main.for_job(job.name)
+    sides = tuple(
+        (n, s.for_side_output(job.name, n, main) if isinstance(s, DatabaseSink) else s) for n, s in job.side_sinks
+    )
+    return replace(job, sink_spec=main, side_sinks=sides)
+
+
+def side_sinks(job: Any) -> dict[str, Any]:
+    """Each side output's sink, for a bound job: its own, or when the main sink is a database
+    a table beside the main one; None where neither applies (the caller's default)."""
+    own = dict(job.side_sinks)
+    main = job.sink_spec
+    return {
+        n: own.get(n) or (main.side_table(n) if isinstance(main, DatabaseSink) else None) for n in job.side_output_names
+    }
+
+
+def job_database_sinks(job: Any, with_side_outputs: bool = True) -> list[tuple[Any, pa.Schema | None]]:
+    """The database sinks of a bound job, each with the Arrow schema of what it receives."""
+    out = []
+    if isinstance(job.sink_spec, DatabaseSink):
+        out.append((job.sink_spec, job.output.arrow if job.output is not None else None))
+    if with_side_outputs:
+        for name, sink in side_sinks(job).items():
+            if isinstance(sink, DatabaseSink):
+                schema = job.side_output_schema(name)
+                out.append((sink, schema.arrow if schema is not None else None))
+    return out
