@@ -7,8 +7,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 
 def measure(once: Callable[[int, Path], dict], events: int, warmup: int) -> dict:

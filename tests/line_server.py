@@ -63,7 +63,7 @@ class LineServer:
                 raise TimeoutError(f"{self.connected} clients connected, not {n}")
             time.sleep(0.02)
 
-    def __enter__(self) -> "LineServer":
+    def __enter__(self) -> LineServer:
         self._thread.start()
         return self
 

@@ -12,35 +12,34 @@ from sparkstate.api import (
     AggregatingStateDescriptor,
     CheckpointConfig,
     Context,
+    EventTimeSessionWindows,
     KeyedProcessFunction,
     ListState,
     ListStateDescriptor,
     MapState,
     MapStateDescriptor,
     OnTimerContext,
+    OutputTag,
+    ProcessWindowFunction,
     ReducingState,
     ReducingStateDescriptor,
     RuntimeContext,
     Schema,
+    SlidingEventTimeWindows,
     StateDescriptor,
     TimeDomain,
     TimerService,
-    ValueState,
-    ValueStateDescriptor,
-    WatermarkStrategy,
-    EventTimeSessionWindows,
-    OutputTag,
-    ProcessWindowFunction,
-    SlidingEventTimeWindows,
     TimeWindow,
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
+    ValueState,
+    ValueStateDescriptor,
+    WatermarkStrategy,
     WindowAssigner,
     WindowContext,
     agg,
 )
 from sparkstate.api.job import JobSettings
-from sparkstate.job import Job
 from sparkstate.connectors import (
     ClickEvents,
     ConsoleSink,
@@ -73,6 +72,7 @@ from sparkstate.errors import (
     StateTypeError,
     TimerError,
 )
+from sparkstate.job import Job
 from sparkstate.testing import KeyedHarness
 
 __version__ = "0.1.0"

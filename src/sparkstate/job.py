@@ -56,14 +56,14 @@ class Job(JobDescription):
             **kwargs,
         )
 
-    def source(self, source: Any, *, watermark: WatermarkStrategy | None = None) -> "Job":
+    def source(self, source: Any, *, watermark: WatermarkStrategy | None = None) -> Job:
         """Read from ``source`` (a source spec, or a streaming DataFrame, read as
         :class:`~sparkstate.connectors.DataFrameSource`); ``watermark`` assigns event time."""
         if not isinstance(source, SourceSpec) and getattr(source, "isStreaming", False):
             from sparkstate.connectors.sources import DataFrameSource
 
             source = DataFrameSource(source)
-        return super().source(source, watermark=watermark)  # type: ignore[return-value]
+        return super().source(source, watermark=watermark)
 
     def run(
         self,

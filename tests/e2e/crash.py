@@ -24,9 +24,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 
 def log_ids(checkpoint: Path, log: str) -> list[int]:

@@ -9,8 +9,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 
 def sparkstate(cwd: Path, *args: str) -> subprocess.CompletedProcess:

@@ -9,14 +9,14 @@ run once without interruption on the test session's Spark. The two loops run sid
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable
 
 import pytest
-
 from crash import CrashLoop
 from spark_helpers import same_rows
+
 from sparkstate import MemorySink
 from sparkstate.jobs import JOBS
 

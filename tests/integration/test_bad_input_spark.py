@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from spark_helpers import FAST, write_json_files
+
 from sparkstate import (
     CheckpointMismatchError,
     DataFrameSource,

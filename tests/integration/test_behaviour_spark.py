@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from behaviour_cases import CASES, canonical, per_key, run_on_harness
+
 from sparkstate import MemorySink
 
 FAST = {"trigger_interval": "100 milliseconds"}

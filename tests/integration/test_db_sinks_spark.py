@@ -13,9 +13,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from postgres_server import LocalPostgres, closed_port
 from spark_helpers import FAST, harness_like_spark, same_rows
+
 from sparkstate import JobFailedError, PostgresSink, SinkError, SqliteSink
 from sparkstate.jobs import JOBS
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
 from behaviour_cases import CASES_BY_NAME, canonical, per_key, run_on_harness
 from spark_helpers import FAST
+
 from sparkstate import (
     Job,
     JobFailedError,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from spark_helpers import FAST, harness_like_spark, same_rows
+
 from sparkstate import MemorySink
 from sparkstate.jobs import JOBS
 

@@ -9,10 +9,10 @@ import os
 import time
 
 import pytest
-
 from line_server import LineServer
 from postgres_server import closed_port
 from spark_helpers import FAST
+
 from sparkstate import FileSource, JobDefinitionError, JobFailedError, MemorySink, SocketSource, UpiPayments
 from sparkstate.jobs import get_job
 

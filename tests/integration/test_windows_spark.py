@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-
 from spark_helpers import FAST, same_rows, write_json_files
+
 from sparkstate import (
     DataFrameSource,
     EventTimeSessionWindows,

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import pytest
-
 from behaviour_cases import CASES, canonical, per_key, run_on_harness
 
 

@@ -13,7 +13,6 @@ from sparkstate import CheckpointConfig, CheckpointStorageError, JobDefinitionEr
 from sparkstate.runtime.checkpoint_dir import CheckpointDir, _storage_error
 from sparkstate.runtime.storage import LocalStorage, is_local, join, normalize, open_storage
 
-
 # ------------------------------------------------------------------ CheckpointConfig
 
 

@@ -11,6 +11,8 @@ import json
 import zipfile
 from pathlib import Path
 
+from sparkstate.metrics.progress import checkpoint_summary
+from sparkstate.runtime.checkpoint_dir import CheckpointDir
 from sparkstate.runtime.checkpoint_stats import (
     CheckpointLog,
     CheckpointRecorder,
@@ -19,8 +21,6 @@ from sparkstate.runtime.checkpoint_stats import (
     retained_checkpoints,
     timings,
 )
-from sparkstate.metrics.progress import checkpoint_summary
-from sparkstate.runtime.checkpoint_dir import CheckpointDir
 
 REPORTS = json.loads((Path(__file__).parent / "data" / "progress_reports.json").read_text())
 

@@ -12,14 +12,14 @@ import time
 
 import pyarrow as pa
 import pytest
-
 from postgres_server import closed_port
+
 from sparkstate import Job, ListSource, MemorySink, ParquetSink, PostgresSink, SinkError, SqliteSink
 from sparkstate.connectors import database
 from sparkstate.connectors.sinks import parse_sink
 from sparkstate.errors import JobDefinitionError
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 # --------------------------------------------------------------------------- helpers

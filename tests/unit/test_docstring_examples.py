@@ -7,10 +7,10 @@ The error tree drawn in ``errors.py``'s docstring must be the classes' own."""
 from __future__ import annotations
 
 import ast
-import re
 import builtins
 import doctest
 import importlib
+import re
 import textwrap
 from pathlib import Path
 

@@ -41,7 +41,7 @@ def test_watermark_is_derived_from_earlier_batches_like_spark():
 def test_datetimes_become_epoch_millis():
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_column("ts")
     h = KeyedHarness(Keep(), "k", watermark_strategy=strategy)
-    out = h.process_element({"k": "a", "v": 1, "ts": dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)})
+    out = h.process_element({"k": "a", "v": 1, "ts": dt.datetime(2025, 1, 1, tzinfo=dt.UTC)})
     assert out[0]["ts"] == 1735689600000
 
 

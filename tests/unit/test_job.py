@@ -117,8 +117,17 @@ def test_run_needs_a_directory_from_somewhere():
 def test_every_source_and_sink_spec_offers_its_contract():
     from sparkstate.api.io import SinkSpec, SourceSpec
     from sparkstate.connectors import (
-        ClickEvents, ConsoleSink, DataFrameSource, FileSource, ForeachBatchSink, NoopSink, ParquetSink, PostgresSink,
-        SocketSource, SqliteSink, TaxiRides,
+        ClickEvents,
+        ConsoleSink,
+        DataFrameSource,
+        FileSource,
+        ForeachBatchSink,
+        NoopSink,
+        ParquetSink,
+        PostgresSink,
+        SocketSource,
+        SqliteSink,
+        TaxiRides,
     )
 
     sources = [

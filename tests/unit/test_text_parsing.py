@@ -8,8 +8,8 @@ import pytest
 
 from sparkstate import DEAD_LETTERS, JobDefinitionError, KeyedProcessFunction, ValueStateDescriptor
 from sparkstate.connectors.text import LineParser
-from sparkstate.engine.operator import KeyedOperator
 from sparkstate.engine.events import Packer, unpack_events
+from sparkstate.engine.operator import KeyedOperator
 
 SCHEMA = "ts timestamp, k string, n bigint, v double, ok boolean"
 

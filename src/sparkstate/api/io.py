@@ -9,7 +9,8 @@ writing its spec and one Spark binding, nothing else.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from sparkstate.errors import JobDefinitionError, KeyColumnError
 

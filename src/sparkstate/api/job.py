@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Self
 
 from sparkstate.api.agg import Agg, BuiltinAggregates
 from sparkstate.api.checkpointing import CheckpointConfig
@@ -120,7 +120,7 @@ class JobDescription:
         if not isinstance(self.name, str) or not self.name.strip():
             raise JobDefinitionError(f"a job needs a name, got {self.name!r}")
 
-    def source(self, source: SourceSpec, *, watermark: WatermarkStrategy | None = None) -> JobDescription:
+    def source(self, source: SourceSpec, *, watermark: WatermarkStrategy | None = None) -> Self:
         """Read from ``source``; ``watermark`` assigns event time and watermarks."""
         if not isinstance(source, SourceSpec):
             raise JobDefinitionError(
@@ -139,7 +139,7 @@ class JobDescription:
             watermark = watermark.with_timestamp_column(column)
         return replace(self, source_spec=source, watermark=watermark)
 
-    def key_by(self, *columns: str) -> JobDescription:
+    def key_by(self, *columns: str) -> Self:
         """Partition the stream by these columns; each key gets its own state and timers."""
         if not columns or not all(isinstance(c, str) and c for c in columns):
             raise JobDefinitionError(f"key_by needs one or more column names, got {columns!r}")
@@ -147,7 +147,7 @@ class JobDescription:
             raise JobDefinitionError(f"key_by repeats a column: {columns!r}")
         return replace(self, key_columns=tuple(columns))
 
-    def process(self, function: Any, *, output_schema: Any) -> JobDescription:
+    def process(self, function: Any, *, output_schema: Any) -> Self:
         """Run ``function`` on the keyed stream; it emits rows of ``output_schema``.
 
         After ``.window(...)``, ``function`` is a :class:`ProcessWindowFunction` that sees each
@@ -168,7 +168,7 @@ class JobDescription:
 
     # ------------------------------------------------------------------ windows
 
-    def window(self, assigner: WindowAssigner) -> JobDescription:
+    def window(self, assigner: WindowAssigner) -> Self:
         """Group each key's elements into windows (tumbling, sliding, session...)."""
         if not self.key_columns:
             raise JobDefinitionError("window(...) needs a keyed stream: call .key_by(...) first")
@@ -182,7 +182,7 @@ class JobDescription:
             )
         return replace(self, window_assigner=assigner)
 
-    def allowed_lateness(self, lateness: Duration) -> JobDescription:
+    def allowed_lateness(self, lateness: Duration) -> Self:
         """Keep windows this long after they fire; a late element re-fires its window."""
         ms = to_millis(lateness, "allowed_lateness")
         if ms < 0:
@@ -193,20 +193,20 @@ class JobDescription:
             raise JobDefinitionError("allowed_lateness applies to event-time windows only")
         return replace(self, lateness_ms=ms)
 
-    def side_output_late_data(self, sink: Any) -> JobDescription:
+    def side_output_late_data(self, sink: Any) -> Self:
         """Send elements later than the allowed lateness to ``sink`` (by default they are
         kept under the checkpoint directory's ``side-outputs/late_data``)."""
         if self.window_assigner is None:
             raise JobDefinitionError("side_output_late_data(...) applies to windows: call .window(...) first")
         return self._with_side_sink(LATE_DATA_NAME, sink)
 
-    def dead_letters(self, sink: Any) -> JobDescription:
+    def dead_letters(self, sink: Any) -> Self:
         """Send records that cannot be processed (no or unreadable event time; text lines that
         are not events of the source's schema) to ``sink`` with the reason (by default: the
         checkpoint directory's ``side-outputs/dead_letters``)."""
         return self._with_side_sink(DEAD_LETTERS.name, sink)
 
-    def side_output(self, tag: OutputTag, sink: Any) -> JobDescription:
+    def side_output(self, tag: OutputTag, sink: Any) -> Self:
         """Send the rows a function emits with ``ctx.output(tag, row)`` to ``sink``."""
         if not isinstance(tag, OutputTag):
             raise JobDefinitionError(f"side_output needs an OutputTag, got {tag!r}")
@@ -217,13 +217,13 @@ class JobDescription:
         tags = tuple(t for t in self.side_tags if t.name != tag.name) + (tag,)
         return replace(self, side_tags=tags)._with_side_sink(tag.name, sink)
 
-    def _with_side_sink(self, name: str, sink: Any) -> JobDescription:
+    def _with_side_sink(self, name: str, sink: Any) -> Self:
         if sink is None:
             raise JobDefinitionError(f"side output {name!r} needs a sink")
         sinks = tuple((n, s) for n, s in self.side_sinks if n != name) + ((name, sink),)
         return replace(self, side_sinks=sinks)
 
-    def reduce(self, function: Any, *, output_schema: Any) -> JobDescription:
+    def reduce(self, function: Any, *, output_schema: Any) -> Self:
         """Fold each window's elements with ``function(a, b) -> element``; the result row gets
         ``window_start`` and ``window_end``."""
         self._need_window("reduce")
@@ -231,7 +231,7 @@ class JobDescription:
             raise JobDefinitionError(f"reduce needs a function (a, b) -> element, got {function!r}")
         return replace(self, window_kind=WindowKind.REDUCE, window_function=function, output=Schema.of(output_schema))
 
-    def aggregate(self, *aggregates: Any, output_schema: Any = None, window_function: Any = None) -> JobDescription:
+    def aggregate(self, *aggregates: Any, output_schema: Any = None, window_function: Any = None) -> Self:
         """Aggregate each window: built-ins (``agg.count()``, ``agg.sum("amount")``...) or one
         :class:`AggregateFunction` whose ``get_result`` returns a dict of output columns.
 
@@ -276,7 +276,7 @@ class JobDescription:
         ddl = self.source_spec.schema_ddl if self.source_spec is not None else None
         return Schema.of(ddl) if ddl else None
 
-    def with_output_from(self, source_columns: Schema | None) -> "JobDescription":
+    def with_output_from(self, source_columns: Schema | None) -> Self:
         """This job with the output schema of its built-in window aggregates derived from the
         source's columns: ``source_columns`` (what Spark knows of a streaming DataFrame), or
         else the ones the source declares. A job whose output is known is returned as it is."""
@@ -310,11 +310,11 @@ class JobDescription:
                 return Schema.of(t.schema)
         return None
 
-    def sink(self, sink: SinkSpec) -> JobDescription:
+    def sink(self, sink: SinkSpec) -> Self:
         """Write the function's output to ``sink``."""
         return replace(self, sink_spec=sink)
 
-    def with_settings(self, **changes: Any) -> JobDescription:
+    def with_settings(self, **changes: Any) -> Self:
         """Change :class:`JobSettings` fields, e.g. ``job.with_settings(key_groups=256)``.
 
         ``state_backend`` and ``trigger_interval`` change the checkpoint configuration's
@@ -329,7 +329,7 @@ class JobDescription:
             job = job.with_checkpointing(**{_CHECKPOINT_ALIASES[k]: v for k, v in aliases.items()})
         return job
 
-    def with_checkpointing(self, config: CheckpointConfig | None = None, **changes: Any) -> JobDescription:
+    def with_checkpointing(self, config: CheckpointConfig | None = None, **changes: Any) -> Self:
         """Set how the job checkpoints: a whole :class:`CheckpointConfig`, or some of its fields.
 
         Example::

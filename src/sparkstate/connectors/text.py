@@ -28,7 +28,8 @@ import csv
 import datetime as dt
 import json
 import reprlib
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 

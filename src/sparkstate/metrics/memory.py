@@ -63,7 +63,7 @@ class PeakMemory:
             self.peak_bytes = max(self.peak_bytes, tree_rss_bytes())
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> PeakMemory:
         if Path("/proc/self/statm").exists():
             self.peak_bytes = tree_rss_bytes()
             self._thread = threading.Thread(target=self._sample, daemon=True)

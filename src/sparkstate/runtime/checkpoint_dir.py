@@ -56,7 +56,7 @@ class CheckpointDir:
         self.storage = storage
 
     @classmethod
-    def open(cls, directory: str | os.PathLike, spark: Any = None) -> "CheckpointDir":
+    def open(cls, directory: str | os.PathLike, spark: Any = None) -> CheckpointDir:
         """The checkpoint directory at a path or a Hadoop URI, normalized (an absolute local
         path, or the URI). A non-local URI is reached through a Spark session's JVM: ``spark``,
         else the active one, else a new local one."""

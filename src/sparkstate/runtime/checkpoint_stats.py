@@ -28,7 +28,7 @@ import json
 import re
 import zipfile
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
 from sparkstate.runtime.storage import Entry
@@ -82,7 +82,7 @@ class CheckpointStats:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "CheckpointStats":
+    def from_dict(cls, d: dict) -> CheckpointStats:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})  # TypeError without batch_id and time
 
 
@@ -103,7 +103,7 @@ def timings(progress: dict) -> dict | None:
     commit = sum(int(op.get("commitTimeMs") or 0) for op in ops)
     wal, log = int(durations.get("walCommit") or 0), int(durations["commitOffsets"])
     sizes = [state_bytes(op) for op in ops]
-    started = datetime.strptime(progress["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    started = datetime.strptime(progress["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
     return {
         "batch_id": int(progress["batchId"]),
         "time": _iso(started + timedelta(milliseconds=int(durations.get("triggerExecution") or 0))),
@@ -295,7 +295,7 @@ def retained_checkpoints(checkpoint: CheckpointDir) -> list[CheckpointStats]:
         delta, full, kind = sizes[b + 1]
         stats = recorded.get(b)
         if stats is None:
-            stats = CheckpointStats(b, _iso(datetime.fromtimestamp(commit_times[b] / 1000, timezone.utc)))
+            stats = CheckpointStats(b, _iso(datetime.fromtimestamp(commit_times[b] / 1000, UTC)))
         if kind != "-":  # the files are there: they are the truth
             stats = CheckpointStats(**{**asdict(stats), "delta_bytes": delta, "full_bytes": full, "kind": kind})
         out.append(stats)

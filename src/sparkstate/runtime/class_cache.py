@@ -26,9 +26,10 @@ import hashlib
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 #: archives kept in the cache directory, the most recently used
 KEEP = 3

@@ -15,9 +15,10 @@ import copy
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sparkstate.api.job import JobDescription as Job
 from sparkstate.engine.compile import keyed_function

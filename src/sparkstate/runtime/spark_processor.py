@@ -28,8 +28,9 @@ from __future__ import annotations
 import gc
 import pickle
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
 
 import pandas as pd
 import pyarrow as pa
@@ -42,10 +43,10 @@ from pyspark.sql.streaming.stateful_processor import (
 
 from sparkstate.api.functions import MAX_WATERMARK, MIN_WATERMARK, KeyedProcessFunction
 from sparkstate.api.schema import Schema
+from sparkstate.engine.events import has_map, unpack_events
 from sparkstate.engine.keygroups import PICKLE_PROTOCOL, GroupMeta, KeyGroupStore
 from sparkstate.engine.operator import KeyedOperator
 from sparkstate.engine.output import arrow_table
-from sparkstate.engine.events import has_map, unpack_events
 
 #: side rows: the side output's name, and the row pickled (main rows have nulls here)
 SIDE_COLUMN = "__side"
@@ -214,7 +215,7 @@ def _wall_clock_ms() -> int:
 
 
 class _TwsState:
-    def __init__(self, processor: "KeyGroupProcessor") -> None:
+    def __init__(self, processor: KeyGroupProcessor) -> None:
         self.p = processor
 
     def read_meta(self) -> bytes | None:

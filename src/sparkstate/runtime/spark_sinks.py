@@ -29,8 +29,8 @@ from typing import Any, Protocol
 from sparkstate.api.io import SinkSpec
 from sparkstate.connectors import database
 from sparkstate.connectors.sinks import ConsoleSink, DatabaseSink, ForeachBatchSink, MemorySink, NoopSink, ParquetSink
-from sparkstate.errors import JobDefinitionError
 from sparkstate.engine.output import python_rows
+from sparkstate.errors import JobDefinitionError
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
 
 

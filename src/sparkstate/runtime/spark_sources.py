@@ -24,8 +24,9 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -35,8 +36,8 @@ from sparkstate.api.schema import Schema
 from sparkstate.api.time import epoch_micros
 from sparkstate.connectors.generator import GENERATORS, Generator
 from sparkstate.connectors.sources import DataFrameSource, FileSource, ListSource, SocketSource
-from sparkstate.errors import JobDefinitionError, SourceError
 from sparkstate.engine.events import END_OF_INPUT_MS, PACKED_SCHEMA, Packer, end_of_input_row
+from sparkstate.errors import JobDefinitionError, SourceError
 
 GENERATOR_FORMAT = "sparkstate_generator"
 LIST_FORMAT = "sparkstate_list"

@@ -46,8 +46,8 @@ def state_keys(checkpoint_dir: str, state_backend: str) -> int | None:
 def latest_rows(path: str, key: str, order: str | None, limit: int = 10) -> list[dict[str, Any]] | None:
     """The Parquet output's latest row per ``key``, the top ``limit`` by ``order`` (default:
     ``key``); None without an active Spark session or Spark's output there, [] when it is empty."""
-    from pyspark.sql import SparkSession
     import pyspark.sql.functions as F
+    from pyspark.sql import SparkSession
 
     spark = SparkSession.getActiveSession()
     if spark is None or not Path(path, "_spark_metadata").exists():

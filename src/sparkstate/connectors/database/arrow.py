@@ -4,7 +4,8 @@ wall-clock time. Shared by the dialects (loading rows) and the protocol (a batch
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 

@@ -23,8 +23,9 @@ and load rows (PostgreSQL: ``COPY``; SQLite: ``executemany``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
