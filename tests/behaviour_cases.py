@@ -1,7 +1,7 @@
 """Behavioural cases that must give the same output on the harness and on Spark.
 
 Each case is a job (a ListSource of micro-batches, a key, a function) and, optionally, the
-output a reader can check by hand. ``tests/unit/test_behaviour.py`` runs every case on the
+output a reader can check by hand. ``tests/unit/testing/test_behaviour.py`` runs every case on the
 harness; ``tests/integration/test_behaviour_spark.py`` runs the same cases on Spark and
 compares the two outputs row for row.
 """
