@@ -131,9 +131,9 @@ class _PandasRunningSum:
 
 
 def _run_baseline(spark, kind: str, events: int, keys: int, max_batch: int, ckpt: Path) -> dict:
-    from sparkstate.runtime.spark_sources import build_source, source_offset
+    from sparkstate.runtime.spark_sources import source_offset, spark_source
 
-    df = build_source(spark, _generator(events, keys, max_batch)).select("merchant_id", "amount")
+    df = spark_source(_generator(events, keys, max_batch)).raw(spark, None).select("merchant_id", "amount")
     grouped = df.groupBy("merchant_id")
     if kind == "row":
         out = grouped.transformWithState(_RowRunningSum.make(), OUTPUT, "Append", "None")

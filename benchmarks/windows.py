@@ -54,12 +54,12 @@ def _run_handwritten(spark, events: int, keys: int, max_batch: int, ckpt: Path) 
     from pyspark.sql import functions as F
 
     from sparkstate.runtime.spark_session import state_store_class
-    from sparkstate.runtime.spark_sources import build_source, raw_marker_options
+    from sparkstate.runtime.spark_sources import raw_marker_options, spark_source
 
     job = _job(events, keys, max_batch, "native")
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", state_store_class("rocksdb"))
-    df = build_source(spark, job.source_spec, options=raw_marker_options(job))
+    df = spark_source(job.source_spec).raw(spark, None, raw_marker_options(job))
     out = (
         df.withWatermark("event_time", "5 seconds")
         .groupBy(F.window("event_time", "1 minute"), "merchant_id")
