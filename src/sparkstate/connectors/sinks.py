@@ -134,7 +134,9 @@ class DatabaseSink:
                 "(in a URL: &key=merchant_id)"
             )
         if self.mode == "append" and key:
-            raise JobDefinitionError(f"{self.describe()}: key={key!r} applies to mode='upsert' only; drop it or add mode='upsert'")
+            raise JobDefinitionError(
+                f"{self.describe()}: key={key!r} applies to mode='upsert' only; drop it or add mode='upsert'"
+            )
         if not all(isinstance(k, str) and k for k in key) or len(set(key)) != len(key):
             raise JobDefinitionError(f"{self.describe()}: key must name distinct columns, got {key!r}")
         if self.table is not None and not (isinstance(self.table, str) and _TABLE_NAME.match(self.table)):

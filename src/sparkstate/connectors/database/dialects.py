@@ -52,7 +52,9 @@ def upsert_statement(sink: Any, names: list[str], rows_sql: str) -> str:
     cols = ", ".join(map(quote_column, names))
     key = ", ".join(map(quote_column, sink.key))
     rest = [n for n in names if n not in sink.key]
-    action = "DO UPDATE SET " + ", ".join(f"{quote_column(n)} = excluded.{quote_column(n)}" for n in rest) if rest else "DO NOTHING"
+    action = (
+        "DO UPDATE SET " + ", ".join(f"{quote_column(n)} = excluded.{quote_column(n)}" for n in rest) if rest else "DO NOTHING"
+    )
     return f"INSERT INTO {quote(sink.table)} ({cols}) {rows_sql} ON CONFLICT ({key}) {action}"
 
 
@@ -322,7 +324,9 @@ class SqliteDialect(Dialect):
 
     def columns(self, conn: Any, table: str) -> list[Column] | None:
         schema, name = self._split(table)
-        rows = conn.execute('SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info(?, ?)', (name, schema)).fetchall()
+        rows = conn.execute(
+            'SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info(?, ?)', (name, schema)
+        ).fetchall()
         if not rows:
             return None
         # an INTEGER PRIMARY KEY is the rowid: SQLite fills it in
