@@ -141,16 +141,18 @@ def run(
 
     try:
         seed_job = get_job(job_name)
+        # another source, another checkpoint: a checkpoint's offsets belong to its source
         if source_spec:
             _refuse_generator_options(ctx, source_spec)
-            job = seed_job.on_source(seed_job.text_source(source_spec))
+            text_source = seed_job.text_source(source_spec)
+            job = seed_job.on_source(text_source)
+            home = Path(".sparkstate") / f"{job_name}-{text_source.name}"
         else:
             job = seed_job.job(
                 events=events, rate=rate, merchants=merchants, payers=payers, seed=seed, max_batch=max_batch,
                 **_generator_settings(seed_job.generator, settings),
             )
-        # another source, another checkpoint: a checkpoint's offsets belong to its source
-        home = Path(".sparkstate") / (job_name if not source_spec else f"{job_name}-{job.source_spec.name}")
+            home = Path(".sparkstate") / job_name
         ckpt = checkpoint_dir or str(home / "checkpoint")
         sink = parse_sink(sink_spec) if sink_spec else ParquetSink(str(home / "output"))
         job = (
@@ -169,9 +171,11 @@ def run(
             for db_sink, _ in database.job_database_sinks(database.bind_job_sinks(job)):
                 database.reset(db_sink)
         console.print(f"[bold]{job.name}[/]: {seed_job.description}")
-        console.print(f"source: {job.source_spec.describe()} ({describe_guarantee(job.source_spec)})")
+        source = job.source_spec
+        assert source is not None, "a seed job has a source"
+        console.print(f"source: {source.describe()} ({describe_guarantee(source)})")
         console.print(f"sink: {sink.describe()}; checkpoint: {ckpt}")
-        if not job.source_spec.bounded:
+        if not source.bounded:
             console.print("the source has no end: Ctrl-C (or --timeout) stops the run, and the next run resumes")
         console.print("starting Spark (the first batch includes Spark's start-up)...")
         printer = None if quiet else ProgressPrinter(console, total_events=None if source_spec else events)
