@@ -53,7 +53,7 @@ class SourceSpec(Protocol):
 
     @property
     def guarantee(self) -> str:
-        """"exactly-once", "at-most-once" or "as its source gives"."""
+        """One of "exactly-once", "at-most-once" or "as its source gives"."""
         ...
 
     @property
