@@ -298,7 +298,10 @@ def main() -> None:
     from rich.table import Table
 
     console = Console(highlight=False, width=max(140, Console().width))
-    common = ["--keys", str(args.keys), "--max-batch", str(args.max_batch), "--key-groups", str(args.key_groups), "--warmup", str(args.warmup)]
+    common = [
+        "--keys", str(args.keys), "--max-batch", str(args.max_batch), "--key-groups", str(args.key_groups),
+        "--warmup", str(args.warmup),
+    ]
     runs = [("sparkstate (RocksDB)", ["--engine", "sparkstate", "--backend", "rocksdb", "--events", str(args.events)]),
             ("sparkstate (hashmap)", ["--engine", "sparkstate", "--backend", "hashmap", "--events", str(args.events)])]
     if not args.skip_baselines:
@@ -331,7 +334,10 @@ def main() -> None:
     sweep = Table(
         title=f"State-size sweep: batches touching {args.touch:,} keys (median of {args.sweep_batches})", title_justify="left"
     )
-    for col in ("backend", "keys in state", "load batch ms", "batch ms", "state rows", "state size", "rows updated/batch", "RocksDB gets/batch", "puts/batch", "bytes written/batch"):
+    for col in (
+        "backend", "keys in state", "load batch ms", "batch ms", "state rows", "state size", "rows updated/batch",
+        "RocksDB gets/batch", "puts/batch", "bytes written/batch",
+    ):
         sweep.add_column(col, justify="left" if col == "backend" else "right")
     for backend in ("rocksdb", "hashmap"):
         console.print(f"  sweep {backend}: {args.sweep_sizes} keys ...")

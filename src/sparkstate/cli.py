@@ -72,7 +72,8 @@ def explain_job(job_name: str, events: int, source_spec: str | None) -> None:
 @main.command("run")
 @click.argument("job_name", metavar="JOB")
 @click.option("--events", type=click.IntRange(min=0), default=1_000_000, show_default=True, help="Events to generate.")
-@click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Cap on events per second (default: as fast as possible).")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True),
+              help="Cap on events per second (default: as fast as possible).")
 @click.option("--merchants", type=click.IntRange(min=1), help="Distinct merchants (default: the job's).")
 @click.option("--payers", type=click.IntRange(min=1), help="Distinct payers (default: the job's).")
 @click.option("--seed", type=int, help="Generator seed (the same seed replays the same events).")
@@ -82,7 +83,8 @@ def explain_job(job_name: str, events: int, source_spec: str | None) -> None:
               "[the job's generator].")
 @click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
               help="Any other generator setting, e.g. --set users=50000 (repeatable; see the job's generator).")
-@click.option("--max-batch", type=click.IntRange(min=1), default=1_000_000, show_default=True, help="Most events per micro-batch.")
+@click.option("--max-batch", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+              help="Most events per micro-batch.")
 @click.option("--checkpoint", "checkpoint_dir", metavar="DIR",
               help="Checkpoint directory: a path or a Hadoop URI (file://, hdfs://, s3a://...) [.sparkstate/JOB/checkpoint].")
 @click.option("--sink", "sink_spec",
@@ -90,7 +92,8 @@ def explain_job(job_name: str, events: int, source_spec: str | None) -> None:
               "or sqlite:///PATH.db?table=T (default table: the job's name) [parquet:.sparkstate/JOB/output].")
 @click.option("--state-backend", type=click.Choice(["rocksdb", "hashmap"]), default="rocksdb", show_default=True)
 @click.option("--partitions", type=click.IntRange(min=1), help="Spark shuffle partitions [number of cores].")
-@click.option("--key-groups", type=click.IntRange(1, 32768), default=128, show_default=True, help="Key groups (fixed per checkpoint).")
+@click.option("--key-groups", type=click.IntRange(1, 32768), default=128, show_default=True,
+              help="Key groups (fixed per checkpoint).")
 @click.option("--trigger", default=DEFAULT_INTERVAL, show_default=True,
               help="Checkpoint interval: how often a micro-batch (one checkpoint) starts.")
 @click.option("--retained", type=click.IntRange(min=1), default=DEFAULT_RETAINED, show_default=True,
@@ -138,16 +141,18 @@ def run(
 
     try:
         seed_job = get_job(job_name)
+        # another source, another checkpoint: a checkpoint's offsets belong to its source
         if source_spec:
             _refuse_generator_options(ctx, source_spec)
-            job = seed_job.on_source(seed_job.text_source(source_spec))
+            text_source = seed_job.text_source(source_spec)
+            job = seed_job.on_source(text_source)
+            home = Path(".sparkstate") / f"{job_name}-{text_source.name}"
         else:
             job = seed_job.job(
                 events=events, rate=rate, merchants=merchants, payers=payers, seed=seed, max_batch=max_batch,
                 **_generator_settings(seed_job.generator, settings),
             )
-        # another source, another checkpoint: a checkpoint's offsets belong to its source
-        home = Path(".sparkstate") / (job_name if not source_spec else f"{job_name}-{job.source_spec.name}")
+            home = Path(".sparkstate") / job_name
         ckpt = checkpoint_dir or str(home / "checkpoint")
         sink = parse_sink(sink_spec) if sink_spec else ParquetSink(str(home / "output"))
         job = (
@@ -166,9 +171,11 @@ def run(
             for db_sink, _ in database.job_database_sinks(database.bind_job_sinks(job)):
                 database.reset(db_sink)
         console.print(f"[bold]{job.name}[/]: {seed_job.description}")
-        console.print(f"source: {job.source_spec.describe()} ({describe_guarantee(job.source_spec)})")
+        source = job.source_spec
+        assert source is not None, "a seed job has a source"
+        console.print(f"source: {source.describe()} ({describe_guarantee(source)})")
         console.print(f"sink: {sink.describe()}; checkpoint: {ckpt}")
-        if not job.source_spec.bounded:
+        if not source.bounded:
             console.print("the source has no end: Ctrl-C (or --timeout) stops the run, and the next run resumes")
         console.print("starting Spark (the first batch includes Spark's start-up)...")
         printer = None if quiet else ProgressPrinter(console, total_events=None if source_spec else events)

@@ -103,7 +103,8 @@ def crash_loops(tmp_path_factory, postgres_server):
         "running-sum": CrashLoop([*pg_command, *RATE], pg_dir / "checkpoint", pg_dir,
                                  postgres_batches(pg_url, "running-sum"), kills=KILLS, final_args=[*pg_command, *FINAL]),
         "upi-per-minute": CrashLoop([*lite_command, *RATE], lite_dir / "checkpoint", lite_dir,
-                                    sqlite_batches(db, "upi-per-minute"), kills=KILLS, seed=11, final_args=[*lite_command, *FINAL]),
+                                    sqlite_batches(db, "upi-per-minute"), kills=KILLS, seed=11,
+                                    final_args=[*lite_command, *FINAL]),
     }
     with ThreadPoolExecutor(max_workers=len(loops)) as pool:
         runs = {name: pool.submit(loop.run) for name, loop in loops.items()}

@@ -30,11 +30,16 @@ class Typed(KeyedProcessFunction):
 
 
 def job_of(fn, batches, schema="k string, v string", out="k string, total double"):
-    return Job("bad").source(ListSource(batches, schema)).key_by("k").process(fn, output_schema=out).sink(MemorySink()).with_settings(**FAST)
+    return (
+        Job("bad").source(ListSource(batches, schema)).key_by("k").process(fn, output_schema=out)
+        .sink(MemorySink()).with_settings(**FAST)
+    )
 
 
 def test_wrong_state_type_names_state_key_and_value(spark, checkpoint):
-    with pytest.raises(JobFailedError, match="StateTypeError: ValueState\\[float\\] 'total' for key 'a': the value must be float, got str 'x'"):
+    with pytest.raises(
+        JobFailedError, match="StateTypeError: ValueState\\[float\\] 'total' for key 'a': the value must be float, got str 'x'"
+    ):
         job_of(Typed(), [[{"k": "a", "v": "x"}]]).run(checkpoint_dir=checkpoint, spark=spark)
     assert CheckpointDir.open(checkpoint).last_committed_offset() == (None, None)
 
@@ -45,7 +50,9 @@ class WrongOutput(KeyedProcessFunction):
 
 
 def test_output_that_does_not_fit_the_schema_names_the_column(spark, checkpoint):
-    with pytest.raises(JobFailedError, match="OutputSchemaError: output column 'total' is double but row 0 has str 'not a number'"):
+    with pytest.raises(
+        JobFailedError, match="OutputSchemaError: output column 'total' is double but row 0 has str 'not a number'"
+    ):
         job_of(WrongOutput(), [[{"k": "a", "v": "1"}]]).run(checkpoint_dir=checkpoint, spark=spark)
 
 
@@ -97,7 +104,8 @@ def test_any_streaming_dataframe_is_packed_and_processed(spark, checkpoint, tmp_
     )
     sink = MemorySink()
     job = (
-        Job("files").source(src, watermark=WatermarkStrategy.for_bounded_out_of_orderness(timedelta(seconds=1)).with_timestamp_column("ts"))
+        Job("files")
+        .source(src, watermark=WatermarkStrategy.for_bounded_out_of_orderness(timedelta(seconds=1)).with_timestamp_column("ts"))
         .key_by("k").process(Sum(), output_schema="k string, total double, ts timestamp").sink(sink)
         .with_settings(state_backend="hashmap", **FAST)
     )

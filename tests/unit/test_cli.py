@@ -99,7 +99,9 @@ def test_source_guarantee_in_explain_and_generator_options_refused_with_another_
     assert "dead_letters -> checkpoint side-outputs/dead_letters" in result.output
     result = CliRunner().invoke(main, ["explain", "running-sum", "--events", "10"], terminal_width=200)
     assert "(exactly-once: replayable)" in result.output
-    bad = CliRunner().invoke(main, ["run", "running-sum", "--source", "socket://localhost:9000", "--merchants", "5", "--events", "9"])
+    bad = CliRunner().invoke(
+        main, ["run", "running-sum", "--source", "socket://localhost:9000", "--merchants", "5", "--events", "9"]
+    )
     assert bad.exit_code == 1 and "--events, --merchants: generator options do not apply" in " ".join(bad.output.split())
     bad = CliRunner().invoke(main, ["run", "running-sum", "--source", "socket://localhost"])
     assert bad.exit_code == 1 and "expected socket://HOST:PORT" in bad.output

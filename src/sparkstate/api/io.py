@@ -22,22 +22,44 @@ class SourceSpec(Protocol):
     A *replayable* source reads a failed micro-batch again from the same offsets (each event
     counts exactly once); one that cannot replay loses what it had handed to a failed batch
     (at most once). ``guarantee`` and ``guarantee_why`` say which, for ``explain`` and the CLI.
+
+    The facts below are read-only: a spec may hold them as fields, class constants or properties.
     """
 
-    #: the default event-time column (a watermark strategy without one takes it)
-    time_column: str | None
-    #: the events' columns as DDL, or None when only Spark knows them (a streaming DataFrame)
-    schema_ddl: str | None
-    #: whether a run can read it to its end
-    bounded: bool
-    #: whether a bounded run ends with the end-of-input marker that fires every event-time timer
-    has_end_marker: bool
-    #: text sources: lines that are not events become dead letters (the job then has that side output)
-    rejects_malformed: bool
-    #: "exactly-once", "at-most-once" or "as its source gives"
-    guarantee: str
-    #: why, in a few words ("" when the guarantee says it all)
-    guarantee_why: str
+    @property
+    def time_column(self) -> str | None:
+        """The default event-time column (a watermark strategy without one takes it)."""
+        ...
+
+    @property
+    def schema_ddl(self) -> str | None:
+        """The events' columns as DDL, or None when only Spark knows them (a streaming DataFrame)."""
+        ...
+
+    @property
+    def bounded(self) -> bool:
+        """Whether a run can read it to its end."""
+        ...
+
+    @property
+    def has_end_marker(self) -> bool:
+        """Whether a bounded run ends with the end-of-input marker that fires every event-time timer."""
+        ...
+
+    @property
+    def rejects_malformed(self) -> bool:
+        """Text sources: lines that are not events become dead letters (the job then has that side output)."""
+        ...
+
+    @property
+    def guarantee(self) -> str:
+        """One of "exactly-once", "at-most-once" or "as its source gives"."""
+        ...
+
+    @property
+    def guarantee_why(self) -> str:
+        """Why, in a few words ("" when the guarantee says it all)."""
+        ...
 
     def end_offset(self, marker: bool = True) -> int | None:
         """The offset a finished run has read to (None: unbounded). ``marker``: the job uses

@@ -17,7 +17,7 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Generic, TypeAlias, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar, overload
 
 from sparkstate.api.time import MIN_WATERMARK
 from sparkstate.errors import StateAccessError, StateDescriptorError, StateTypeError
@@ -430,6 +430,12 @@ class MapState(_Handle, Generic[K, V]):
 
     def _map(self) -> dict[K, V]:
         return self._record().get(self._name) or {}
+
+    @overload
+    def get(self, key: K) -> V | None: ...
+
+    @overload
+    def get(self, key: K, default: V) -> V: ...
 
     def get(self, key: K, default: V | None = None) -> V | None:
         """The value stored under ``key``, or ``default``."""

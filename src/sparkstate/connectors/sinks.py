@@ -14,7 +14,7 @@ import threading
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Self
 
 
 @dataclass
@@ -110,8 +110,8 @@ class DatabaseSink:
 
     table: str | None = None
     mode: str = "append"
-    #: the upsert key: column names, or one string "a,b"
-    key: tuple[str, ...] = ()
+    #: the upsert key: column names, or one string "a,b" (a tuple of names once constructed)
+    key: tuple[str, ...] | str = ()
     job: str | None = None
 
     def __post_init__(self) -> None:
@@ -134,7 +134,9 @@ class DatabaseSink:
                 "(in a URL: &key=merchant_id)"
             )
         if self.mode == "append" and key:
-            raise JobDefinitionError(f"{self.describe()}: key={key!r} applies to mode='upsert' only; drop it or add mode='upsert'")
+            raise JobDefinitionError(
+                f"{self.describe()}: key={key!r} applies to mode='upsert' only; drop it or add mode='upsert'"
+            )
         if not all(isinstance(k, str) and k for k in key) or len(set(key)) != len(key):
             raise JobDefinitionError(f"{self.describe()}: key must name distinct columns, got {key!r}")
         if self.table is not None and not (isinstance(self.table, str) and _TABLE_NAME.match(self.table)):
@@ -148,6 +150,10 @@ class DatabaseSink:
     def _check_target(self) -> None:
         """Raise a :class:`JobDefinitionError` when the database's address is unusable."""
 
+    def describe(self) -> str:
+        """One line for ``explain`` and progress output (each database's sink writes its own)."""
+        raise NotImplementedError
+
     def _options(self) -> str:
         parts = [f"table={self.table or '<job name>'}", f"mode={self.mode}"]
         if self.key:
@@ -156,11 +162,11 @@ class DatabaseSink:
             parts.append(f"job={self.job}")
         return " ".join(parts)
 
-    def for_job(self, job_name: str) -> Any:
+    def for_job(self, job_name: str) -> Self:
         """This sink bound to a job: table and marker identity filled in from its name."""
         return replace(self, table=self.table or default_table(job_name), job=self.job or job_name)
 
-    def for_side_output(self, job_name: str, name: str, main: Any = None) -> Any:
+    def for_side_output(self, job_name: str, name: str, main: Any = None) -> Self:
         """This sink bound to side output ``name`` of a job whose main sink is ``main``.
 
         Without a table of its own it writes ``<main table>_<name>``; its marker identity is
@@ -169,7 +175,7 @@ class DatabaseSink:
         base = main.table if isinstance(main, DatabaseSink) and main.table else default_table(job_name)
         return replace(self, table=self.table or f"{base}_{name}", job=f"{self.job or job_name}/{name}")
 
-    def side_table(self, name: str) -> Any:
+    def side_table(self, name: str) -> Self:
         """Where side output ``name`` goes when it has no sink of its own: an append-only table
         ``<table>_<name>`` in the same database (this sink must be bound)."""
         return replace(self, table=f"{self.table}_{name}", mode="append", key=(), job=f"{self.job}/{name}")

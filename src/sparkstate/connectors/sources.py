@@ -40,15 +40,38 @@ class SourceBase:
     """The :class:`~sparkstate.api.io.SourceSpec` contract's defaults: an unbounded source
     without an end marker, of columns only Spark knows, that promises nothing about event
     time, counts no events by offset and is identified by its type alone. A spec overrides
-    what it knows better, and writes its own ``describe``."""
+    what it knows better, and writes its own ``describe``.
 
-    time_column: str | None = None
-    schema_ddl: str | None = None
-    bounded: bool = False
-    has_end_marker: bool = False
-    rejects_malformed: bool = False
-    guarantee: str = AS_ITS_SOURCE
-    guarantee_why: str = ""
+    The facts are read-only properties here, so a spec can override each one with a field, a
+    class constant or a property of its own."""
+
+    @property
+    def time_column(self) -> str | None:
+        return None
+
+    @property
+    def schema_ddl(self) -> str | None:
+        return None
+
+    @property
+    def bounded(self) -> bool:
+        return False
+
+    @property
+    def has_end_marker(self) -> bool:
+        return False
+
+    @property
+    def rejects_malformed(self) -> bool:
+        return False
+
+    @property
+    def guarantee(self) -> str:
+        return AS_ITS_SOURCE
+
+    @property
+    def guarantee_why(self) -> str:
+        return ""
 
     def end_offset(self, marker: bool = True) -> int | None:
         """Unbounded: a run of this source ends by ``timeout``, ``until`` or Ctrl-C."""
@@ -114,7 +137,7 @@ class ListSource(SourceBase):
         if time_column is not None and time_column not in parsed.names:
             raise JobDefinitionError(f"ListSource: time_column {time_column!r} is not in the schema ({schema})")
 
-    schema_ddl = property(lambda self: self.schema)  # type: ignore[assignment]
+    schema_ddl = property(lambda self: self.schema)
     bounded: ClassVar[bool] = True
     guarantee: ClassVar[str] = EXACTLY_ONCE
     guarantee_why: ClassVar[str] = "replayable"
@@ -196,11 +219,13 @@ class TextLines(SourceBase):
     schema: str
     format: str
     time_column: str | None
+    #: what a CLI run names the checkpoint of a seed job on this source after
+    name: str
 
     #: lines that are not events of the schema become dead letters (so every job reading
     #: such a source has the ``dead_letters`` side output)
     rejects_malformed: ClassVar[bool] = True
-    schema_ddl = property(lambda self: self.schema)  # type: ignore[assignment]
+    schema_ddl = property(lambda self: self.schema)
 
     def _check(self) -> None:
         from sparkstate.connectors.text import FORMATS
@@ -294,7 +319,7 @@ class FileSource(TextLines):
         return f"files {self.path} ({self.format} lines)"
 
 
-def parse_source(spec: str, schema: str, time_column: str | None = None) -> Any:
+def parse_source(spec: str, schema: str, time_column: str | None = None) -> TextLines:
     """A text source from a CLI string, reading events of ``schema``: ``socket://HOST:PORT``
     or ``file:DIRECTORY``, each with ``?format=csv`` for CSV lines (default JSON)."""
     base, _, query = spec.partition("?")

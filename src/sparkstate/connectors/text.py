@@ -221,7 +221,7 @@ class LineParser:
     def parse_line(self, line: str) -> list:
         """One line's values in schema order; raises :class:`Rejected` with the reason."""
         raw = self._fields_json(line) if self.format == "json" else self._fields_csv(line)
-        values = []
+        values: list[Any] = []
         for name, ddl_type, convert in self._convert:
             value = raw.get(name)
             if value is None or (self.format == "csv" and value == ""):

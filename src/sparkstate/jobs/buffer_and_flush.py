@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sparkstate.api.functions import Context, KeyedProcessFunction, RuntimeContext
-from sparkstate.api.state import ListStateDescriptor
+from sparkstate.api.state import ListState, ListStateDescriptor
 from sparkstate.connectors.generator import UpiPayments
 from sparkstate.connectors.sinks import NoopSink
 from sparkstate.job import Job
@@ -20,7 +22,7 @@ class BufferAndFlush(KeyedProcessFunction):
         self.size = size
 
     def open(self, ctx: RuntimeContext) -> None:
-        self.buffer = ctx.get_list_state(ListStateDescriptor("buffer", tuple))
+        self.buffer: ListState[tuple[Any, float]] = ctx.get_list_state(ListStateDescriptor("buffer", tuple))
 
     def process_element(self, event: dict, ctx: Context):
         self.buffer.add((event["event_time"], event["amount"]))

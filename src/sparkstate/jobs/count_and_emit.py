@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sparkstate.api.functions import Context, KeyedProcessFunction, RuntimeContext
-from sparkstate.api.state import ValueStateDescriptor
+from sparkstate.api.state import ValueState, ValueStateDescriptor
 from sparkstate.connectors.generator import UpiPayments
 from sparkstate.connectors.sinks import NoopSink
 from sparkstate.job import Job
@@ -20,10 +20,11 @@ class CountAndEmit(KeyedProcessFunction):
         self.every = every
 
     def open(self, ctx: RuntimeContext) -> None:
-        self.count = ctx.get_state(ValueStateDescriptor("count", int, default=0))
+        self.count: ValueState[int] = ctx.get_state(ValueStateDescriptor("count", int, default=0))
 
     def process_element(self, event: dict, ctx: Context):
-        count = self.count.value() + 1
+        # the descriptor's default makes value() non-None; its type cannot say so
+        count = self.count.value() + 1  # type: ignore[operator]
         self.count.update(count)
         if count % self.every == 0:
             yield (ctx.get_current_key(), count)

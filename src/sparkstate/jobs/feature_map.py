@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sparkstate.api.functions import Context, KeyedProcessFunction, RuntimeContext
-from sparkstate.api.state import MapStateDescriptor
+from sparkstate.api.state import MapState, MapStateDescriptor
 from sparkstate.connectors.generator import UpiPayments
 from sparkstate.connectors.sinks import NoopSink
 from sparkstate.job import Job
@@ -20,8 +20,8 @@ class FeatureMap(KeyedProcessFunction):
     """Keeps named features per payer in a MapState and emits the map every few payments."""
 
     def open(self, ctx: RuntimeContext) -> None:
-        self.features = ctx.get_map_state(MapStateDescriptor("features", str, float))
-        self.merchants = ctx.get_map_state(MapStateDescriptor("merchants", str, bool))
+        self.features: MapState[str, float] = ctx.get_map_state(MapStateDescriptor("features", str, float))
+        self.merchants: MapState[str, bool] = ctx.get_map_state(MapStateDescriptor("merchants", str, bool))
 
     def process_element(self, event: dict, ctx: Context):
         f = self.features

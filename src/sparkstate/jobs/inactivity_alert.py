@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sparkstate.api.functions import Context, KeyedProcessFunction, OnTimerContext, RuntimeContext
-from sparkstate.api.state import ValueStateDescriptor
+from sparkstate.api.state import ValueState, ValueStateDescriptor
 from sparkstate.api.time import WatermarkStrategy
 from sparkstate.connectors.generator import UpiPayments
 from sparkstate.connectors.sinks import NoopSink
@@ -28,12 +28,13 @@ class InactivityAlert(KeyedProcessFunction):
         self.gap_ms = gap_ms
 
     def open(self, ctx: RuntimeContext) -> None:
-        self.last_seen = ctx.get_state(ValueStateDescriptor("last_seen", int))
-        self.timer = ctx.get_state(ValueStateDescriptor("timer", int))
-        self.payments = ctx.get_state(ValueStateDescriptor("payments", int, default=0))
+        self.last_seen: ValueState[int] = ctx.get_state(ValueStateDescriptor("last_seen", int))
+        self.timer: ValueState[int] = ctx.get_state(ValueStateDescriptor("timer", int))
+        self.payments: ValueState[int] = ctx.get_state(ValueStateDescriptor("payments", int, default=0))
 
     def process_element(self, event: dict, ctx: Context):
-        ts = ctx.timestamp()
+        # the job has event time, so every event has a timestamp
+        ts: int = ctx.timestamp()  # type: ignore[assignment]
         last = self.last_seen.value()
         if last is None or ts > last:
             self.last_seen.update(ts)
@@ -42,7 +43,8 @@ class InactivityAlert(KeyedProcessFunction):
                 ctx.timer_service().delete_event_time_timer(old)
             self.timer.update(ts + self.gap_ms)
             ctx.timer_service().register_event_time_timer(ts + self.gap_ms)
-        self.payments.update(self.payments.value() + 1)
+        # the descriptor's default makes value() non-None; its type cannot say so
+        self.payments.update(self.payments.value() + 1)  # type: ignore[operator]
         return None
 
     def on_timer(self, timestamp: int, ctx: OnTimerContext):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sparkstate.api.functions import Context, KeyedProcessFunction, OnTimerContext, RuntimeContext
-from sparkstate.api.state import ValueStateDescriptor
+from sparkstate.api.state import ValueState, ValueStateDescriptor
 from sparkstate.api.time import WatermarkStrategy
 from sparkstate.connectors.generator import UpiPayments
 from sparkstate.connectors.sinks import NoopSink
@@ -29,15 +29,17 @@ class RateLimit(KeyedProcessFunction):
         self.window_ms = window_ms
 
     def open(self, ctx: RuntimeContext) -> None:
-        self.count = ctx.get_state(ValueStateDescriptor("count", int, default=0))
-        self.first_seen = ctx.get_state(ValueStateDescriptor("first_seen_ms", int))
+        self.count: ValueState[int] = ctx.get_state(ValueStateDescriptor("count", int, default=0))
+        self.first_seen: ValueState[int] = ctx.get_state(ValueStateDescriptor("first_seen_ms", int))
 
     def process_element(self, event: dict, ctx: Context):
         count = self.count.value()
         if count == 0:
             self.first_seen.update(ctx.timestamp())
-            ctx.timer_service().register_event_time_timer(ctx.timestamp() + self.window_ms)
-        count += 1
+            # the job has event time, so every event has a timestamp
+            ctx.timer_service().register_event_time_timer(ctx.timestamp() + self.window_ms)  # type: ignore[operator]
+        # the descriptor's default makes value() non-None; its type cannot say so
+        count += 1  # type: ignore[operator]
         self.count.update(count)
         if count == self.limit + 1:
             yield (ctx.get_current_key(), self.first_seen.value(), count, "rate-limit-trip")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkstate.connectors.generator import Generator, UpiPayments
+from sparkstate.connectors.sources import TextLines
 from sparkstate.errors import JobDefinitionError
 from sparkstate.job import Job
 
@@ -46,7 +47,7 @@ class SeedJob:
         job = self.job()
         return job.source(source, watermark=job.watermark)
 
-    def text_source(self, spec: str) -> Any:
+    def text_source(self, spec: str) -> TextLines:
         """A text source from a CLI string (``socket://HOST:PORT``, ``file:DIRECTORY``) that reads
         events with the columns and event-time column of the job's generator."""
         from sparkstate.connectors.sources import parse_source

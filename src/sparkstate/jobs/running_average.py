@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sparkstate.api.functions import Context, KeyedProcessFunction, RuntimeContext
-from sparkstate.api.state import AggregateFunction, AggregatingStateDescriptor
+from sparkstate.api.state import AggregateFunction, AggregatingState, AggregatingStateDescriptor
 from sparkstate.connectors.generator import UpiPayments
 from sparkstate.connectors.sinks import NoopSink
 from sparkstate.job import Job
@@ -12,7 +12,7 @@ from sparkstate.jobs.registry import SeedJob
 OUTPUT = "merchant_id string, average double, count bigint"
 
 
-class Average(AggregateFunction):
+class Average(AggregateFunction[float, tuple[float, int], tuple[float, int]]):
     """Seed 003's AverageAggregateFunction: the accumulator is ``(sum, count)``."""
 
     def create_accumulator(self) -> tuple[float, int]:
@@ -32,11 +32,14 @@ class RunningAverage(KeyedProcessFunction):
     """Emits the running average and count of ``amount`` per key."""
 
     def open(self, ctx: RuntimeContext) -> None:
-        self.avg = ctx.get_aggregating_state(AggregatingStateDescriptor("average", Average(), tuple))
+        self.avg: AggregatingState[float, tuple[float, int]] = ctx.get_aggregating_state(
+            AggregatingStateDescriptor("average", Average(), tuple)
+        )
 
     def process_element(self, event: dict, ctx: Context):
         self.avg.add(event["amount"])
-        average, count = self.avg.get()
+        # get() is None only before the first add
+        average, count = self.avg.get()  # type: ignore[misc]
         yield (ctx.get_current_key(), average, count)
 
 

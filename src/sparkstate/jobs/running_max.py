@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sparkstate.api.functions import Context, KeyedProcessFunction, RuntimeContext
-from sparkstate.api.state import ReducingStateDescriptor
+from sparkstate.api.state import ReducingState, ReducingStateDescriptor
 from sparkstate.connectors.generator import UpiPayments
 from sparkstate.connectors.sinks import NoopSink
 from sparkstate.job import Job
@@ -16,7 +16,7 @@ class RunningMax(KeyedProcessFunction):
     """Running maximum of ``amount`` per key, folded by a ReducingState."""
 
     def open(self, ctx: RuntimeContext) -> None:
-        self.max = ctx.get_reducing_state(ReducingStateDescriptor("max_amount", max, float))
+        self.max: ReducingState[float] = ctx.get_reducing_state(ReducingStateDescriptor("max_amount", max, float))
 
     def process_element(self, event: dict, ctx: Context):
         self.max.add(event["amount"])

@@ -7,7 +7,7 @@ total and emits both.
 from __future__ import annotations
 
 from sparkstate.api.functions import Context, KeyedProcessFunction, RuntimeContext
-from sparkstate.api.state import ValueStateDescriptor
+from sparkstate.api.state import ValueState, ValueStateDescriptor
 from sparkstate.connectors.generator import UpiPayments
 from sparkstate.connectors.sinks import NoopSink
 from sparkstate.job import Job
@@ -20,12 +20,13 @@ class RunningSum(KeyedProcessFunction):
     """Running count and total amount per merchant."""
 
     def open(self, ctx: RuntimeContext) -> None:
-        self.count = ctx.get_state(ValueStateDescriptor("count", int, default=0))
-        self.total = ctx.get_state(ValueStateDescriptor("total", float, default=0.0))
+        self.count: ValueState[int] = ctx.get_state(ValueStateDescriptor("count", int, default=0))
+        self.total: ValueState[float] = ctx.get_state(ValueStateDescriptor("total", float, default=0.0))
 
     def process_element(self, event: dict, ctx: Context):
-        count = self.count.value() + 1
-        total = self.total.value() + event["amount"]
+        # the descriptor's default makes value() non-None; its type cannot say so
+        count = self.count.value() + 1  # type: ignore[operator]
+        total = self.total.value() + event["amount"]  # type: ignore[operator]
         self.count.update(count)
         self.total.update(total)
         yield (ctx.get_current_key(), count, total)

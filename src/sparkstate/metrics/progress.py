@@ -117,7 +117,8 @@ def _checkpoint_rows(table: Table, checkpoints: list[CheckpointStats]) -> None:
         return
     table.add_row(
         "checkpoint duration",
-        f"mean {figures['mean_duration_ms']:,.0f} ms, max {figures['max_duration_ms']:,} ms ({figures['checkpoints']:,} checkpoints)",
+        f"mean {figures['mean_duration_ms']:,.0f} ms, max {figures['max_duration_ms']:,} ms"
+        f" ({figures['checkpoints']:,} checkpoints)",
     )
     if figures["mean_delta_bytes"] is not None:
         table.add_row(
@@ -156,5 +157,7 @@ def results_table(rows: list[dict[str, Any]], title: str) -> Table:
     for col in rows[0]:
         table.add_column(col, justify="right" if isinstance(rows[0][col], (int, float)) else "left")
     for r in rows:
-        table.add_row(*[f"{v:,.2f}" if isinstance(v, float) else (f"{v:,}" if isinstance(v, int) else str(v)) for v in r.values()])
+        table.add_row(
+            *[f"{v:,.2f}" if isinstance(v, float) else (f"{v:,}" if isinstance(v, int) else str(v)) for v in r.values()]
+        )
     return table

@@ -87,7 +87,9 @@ def check_or_write(checkpoint: CheckpointDir, meta: dict) -> list[str]:
         if was == now:
             continue
         if isinstance(was, dict) and isinstance(now, dict):
-            diff = ", ".join(f"{k} {was.get(k)!r} -> {now.get(k)!r}" for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k))
+            diff = ", ".join(
+                f"{k} {was.get(k)!r} -> {now.get(k)!r}" for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)
+            )
             problems.append(f"{label} changed ({diff})")
         else:
             problems.append(f"{label} changed from {was!r} to {now!r}")

@@ -139,7 +139,7 @@ class StateFiles:
 
     def _store_dirs(self) -> list[tuple[str, ...]]:
         """``<op>/<partition>`` and the named stores inside it (a join's four stores)."""
-        dirs = []
+        dirs: list[tuple[str, ...]] = []
         for op in self._subdirs():
             for part in self._subdirs(op):
                 base = (op, part)
@@ -194,7 +194,8 @@ class StateFiles:
 
     def measure(self, versions: list[int]) -> dict[int, tuple[int, int, str]]:
         """``{version: (delta_bytes, full_bytes, kind)}`` over every state store."""
-        totals = {v: [0, 0, set()] for v in versions}
+        sizes = {v: [0, 0] for v in versions}  # delta and full bytes
+        kinds: dict[int, set[str]] = {v: set() for v in versions}
         for where in self._store_dirs():
             files = self._versions(self.checkpoint.list_state(*where))
             for v in versions:
@@ -204,17 +205,17 @@ class StateFiles:
                 written = here.incremental
                 if here.snapshot:
                     written += self._snapshot_bytes(where, files, v)[0]
-                    totals[v][2].add("snapshot")
+                    kinds[v].add("snapshot")
                 if here.incremental:
-                    totals[v][2].add("incremental")
+                    kinds[v].add("incremental")
                 base = max((u for u in files if u <= v and files[u].snapshot), default=0)
                 full = self._snapshot_bytes(where, files, base)[1] if base else 0
-                totals[v][0] += written
-                totals[v][1] += full + sum(f.incremental for u, f in files.items() if base < u <= v)
-        return {v: (d, f, _kind(kinds)) for v, (d, f, kinds) in totals.items()}
+                sizes[v][0] += written
+                sizes[v][1] += full + sum(f.incremental for u, f in files.items() if base < u <= v)
+        return {v: (d, f, _kind(kinds[v])) for v, (d, f) in sizes.items()}
 
 
-def _kind(kinds: set) -> str:
+def _kind(kinds: set[str]) -> str:
     if "incremental" in kinds:
         return "incremental + snapshot" if "snapshot" in kinds else "incremental"
     return "full" if kinds else "-"

@@ -47,6 +47,7 @@ def native_frame(spark: Any, job: Any, marker: bool, scratch_dir: str | None = N
         if a.function == "count":
             exprs.append(F.count(F.lit(1)).alias(a.name))
         else:
+            assert a.column is not None, "every aggregate but count reads a column"
             exprs.append(getattr(F, a.function)(F.col(a.column)).alias(a.name))
     out = df.groupBy(window.alias("__window"), *job.key_columns).agg(*exprs)
     out = out.withColumn("window_start", F.col("__window.start")).withColumn("window_end", F.col("__window.end"))

@@ -108,7 +108,8 @@ def explain(job: Any) -> str:
     elif job.side_output_names:
         routed = dict(job.side_sinks)
         lines.append("  side outputs: " + ", ".join(
-            f"{n} -> {_describe(routed[n]) if n in routed else f'checkpoint {CheckpointDir.SIDE_OUTPUTS}/{n}'}" for n in job.side_output_names
+            f"{n} -> {_describe(routed[n]) if n in routed else f'checkpoint {CheckpointDir.SIDE_OUTPUTS}/{n}'}"
+            for n in job.side_output_names
         ))
     if p.path == NATIVE:
         lines.append("  path:       native (Spark SQL window aggregation on the JVM; no Python per event)")

@@ -29,11 +29,13 @@ def output_arrow(job: Job) -> Any:
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType
 
+    assert job.output is not None, "the output schema is known once the job runs (with_output_from)"
     try:
-        struct = StructType.fromDDL(job.output.ddl)  # type: ignore[union-attr]
+        struct = StructType.fromDDL(job.output.ddl)
     except PySparkException as exc:
-        raise JobDefinitionError(f"job {job.name!r}: cannot read output schema ({job.output.ddl}): {exc}") from None  # type: ignore[union-attr]
-    return to_arrow_schema(struct, timezone="UTC")
+        raise JobDefinitionError(f"job {job.name!r}: cannot read output schema ({job.output.ddl}): {exc}") from None
+    # pyspark types fromDDL as any DataType; a schema's DDL always gives a StructType
+    return to_arrow_schema(struct, timezone="UTC")  # type: ignore[arg-type]
 
 
 def watermark_delay_ms(job: Job) -> int:
@@ -47,6 +49,7 @@ def uses_end_marker(job: Job, fn: KeyedProcessFunction) -> bool:
     Only a function with timers can see the final watermark, so only its job pays the two
     extra micro-batches; and a stream's last run keeps the plan of its earlier ones.
     """
+    assert job.source_spec is not None, "a validated job has a source"
     return job.source_spec.has_end_marker and type(fn).defines_on_timer()
 
 
@@ -81,6 +84,7 @@ def build_query(
     from sparkstate.runtime.spark_sinks import attach, attach_dispatch
     from sparkstate.runtime.spark_sources import spark_source
 
+    assert job.source_spec is not None and job.sink_spec is not None, "a validated job has a source and a sink"
     packed = spark_source(job.source_spec).packed(spark, job, spec.end_watermark is not None, checkpoint.list_source_dir)
     if spec.event_time:
         packed = packed.withWatermark("ts", f"{watermark_delay_ms(job)} milliseconds")

@@ -84,6 +84,8 @@ def run_job(
             "(Job.run(checkpoint_dir=...), Job.with_checkpointing(directory=...), or --checkpoint on the command line)"
         )
     job.validate()
+    source = job.source_spec
+    assert source is not None, "a validated job has a source"
     if CheckpointDir.needs_spark(checkpoint_dir):
         spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
     checkpoint = CheckpointDir.open(checkpoint_dir, spark)
@@ -91,9 +93,9 @@ def run_job(
         # built-in window aggregates whose output follows from the source's columns, which
         # only Spark knows for a streaming DataFrame
         columns = None
-        if job.source_spec.schema_ddl is None:
+        if source.schema_ddl is None:
             spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
-            columns = source_columns(spark, job.source_spec)
+            columns = source_columns(spark, source)
         job = job.with_output_from(columns)
     chosen = plan(job)
     # a window job's function is compiled here, once; the native path never runs it but
@@ -122,7 +124,7 @@ def run_job(
     result.warnings = check_or_write(checkpoint, meta)
 
     marker = spec.end_watermark is not None
-    end = job.source_spec.end_offset(marker)
+    end = source.end_offset(marker)
     if _already_complete(checkpoint, end):
         result.completed = result.already_complete = True
         return result

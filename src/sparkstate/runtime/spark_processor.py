@@ -45,7 +45,7 @@ from sparkstate.api.functions import MAX_WATERMARK, MIN_WATERMARK, KeyedProcessF
 from sparkstate.api.schema import Schema
 from sparkstate.engine.events import has_map, unpack_events
 from sparkstate.engine.keygroups import PICKLE_PROTOCOL, GroupMeta, KeyGroupStore
-from sparkstate.engine.operator import KeyedOperator
+from sparkstate.engine.operator import Events, KeyedOperator
 from sparkstate.engine.output import arrow_table
 
 #: side rows: the side output's name, and the row pickled (main rows have nulls here)
@@ -170,7 +170,7 @@ class KeyGroupRunner:
         )
         self.op.open()
 
-    def run(self, events: list, watermark: int, now: int, state: GroupState, expired: int | None = None) -> pd.DataFrame | None:
+    def run(self, events: Events, watermark: int, now: int, state: GroupState, expired: int | None = None) -> pd.DataFrame | None:
         # A key group allocates many short-lived dicts and no cycles; the cyclic GC would scan
         # them over and over (about 10% of the time). It runs again between key groups.
         gc.disable()
@@ -268,7 +268,7 @@ class KeyGroupProcessor(StatefulProcessor):
     ) -> Iterator[pd.DataFrame]:
         return self._run([], timerValues, expiredTimerInfo.getExpiryTimeInMs())
 
-    def _run(self, events: list, timer_values: TimerValues, expired: int | None) -> Iterator[pd.DataFrame]:
+    def _run(self, events: Events, timer_values: TimerValues, expired: int | None) -> Iterator[pd.DataFrame]:
         runner = self._runner
         now = timer_values.getCurrentProcessingTimeInMs()
         frame = runner.run(
@@ -337,7 +337,7 @@ class KeyGroupFunction:
         if self._runner is None:
             self._runner = KeyGroupRunner(self.spec, arrow_backed=False)
         runner = self._runner
-        events = [] if state.hasTimedOut else unpack_events(packed_rows(frames))
+        events: Events = [] if state.hasTimedOut else unpack_events(packed_rows(frames))
         watermark = runner.watermark(state.getCurrentWatermarkMs()) if self.spec.event_time else MIN_WATERMARK
         now = state.getCurrentProcessingTimeMs() if self.spec.needs_clock else _wall_clock_ms()
         frame = runner.run(events, watermark, now, _RowState(state))

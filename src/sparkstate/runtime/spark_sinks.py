@@ -78,8 +78,8 @@ def _print_batch(sink: ConsoleSink, table: Any, batch_id: int, title: str = "") 
     if table.num_rows == 0:
         return
     shown = table.slice(0, sink.rows).to_pylist()
-    view = Table(title=f"{title}batch {batch_id}: {table.num_rows:,} rows" + (f" (first {len(shown)})" if table.num_rows > len(shown) else ""),
-                 title_justify="left")
+    more = f" (first {len(shown)})" if table.num_rows > len(shown) else ""
+    view = Table(title=f"{title}batch {batch_id}: {table.num_rows:,} rows{more}", title_justify="left")
     for name in table.column_names:
         view.add_column(name, overflow="ellipsis" if sink.truncate else "fold", max_width=40 if sink.truncate else None)
     for row in shown:

@@ -24,7 +24,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -55,12 +55,12 @@ class RangePartition(InputPartition):
     index: int = 0
 
 
-def _marker(options: dict[str, str]) -> bool:
+def _marker(options: Mapping[str, str]) -> bool:
     """Whether the job wants the end-of-input marker (only functions with timers need it)."""
     return options.get("pack_end_marker") == "true"
 
 
-def _packer(options: dict[str, str]) -> Packer | None:
+def _packer(options: Mapping[str, str]) -> Packer | None:
     """The packer a sparkstate job asked for through the source options, if any."""
     keys = options.get("pack_keys")
     if not keys:
@@ -102,7 +102,7 @@ def raw_end_marker(schema: pa.Schema, time_column: str) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([{time_column: value}], schema=schema)
 
 
-def _raw_marker(options: dict[str, str]) -> str | None:
+def _raw_marker(options: Mapping[str, str]) -> str | None:
     return options.get("marker_time_column") or None if options.get("raw_end_marker") == "true" else None
 
 
@@ -154,7 +154,7 @@ def generator_options(gen: Generator) -> dict[str, str]:
     return {"generator": type(gen).__name__, "spec": json.dumps(gen.__dict__)}
 
 
-def generator_from_options(options: dict[str, str]) -> Generator:
+def generator_from_options(options: Mapping[str, str]) -> Generator:
     return GENERATORS[options["generator"]](**json.loads(options["spec"]))
 
 
@@ -192,7 +192,8 @@ class GeneratorStreamReader(DataSourceStreamReader):
         bounds = [s + (e - s) * i // n for i in range(n + 1)]
         return [RangePartition(a, b, i) for i, (a, b) in enumerate(zip(bounds, bounds[1:]))]
 
-    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
+    # Spark passes back what partitions() returned; pyspark types it as the base class
+    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         step = 100_000
         seq = 0
         for a in range(partition.start, partition.end, step):
@@ -244,7 +245,7 @@ def _to_micros(value: Any) -> Any:
 
 
 class ListStreamReader(DataSourceStreamReader):
-    def __init__(self, options: dict[str, str], packer: Packer | None = None) -> None:
+    def __init__(self, options: Mapping[str, str], packer: Packer | None = None) -> None:
         self.packer = packer
         with open(options["path"]) as f:
             self.batches: list[list[dict]] = json.load(f)
@@ -264,7 +265,8 @@ class ListStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         return [RangePartition(_offset(start), _offset(end))]
 
-    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
+    # Spark passes back what partitions() returned; pyspark types it as the base class
+    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         schema = arrow_schema(self.ddl)
         ts_cols = [f.name for f in schema if pa.types.is_timestamp(f.type)]
         for i in range(partition.start, partition.end):
@@ -390,7 +392,8 @@ class SocketStreamReader(DataSourceStreamReader):
             lines = tuple(self._lines[max(s - base, 0) : max(e - base, 0)])
         return [LinesPartition(lines)]
 
-    def read(self, partition: LinesPartition) -> Iterator[pa.RecordBatch]:
+    # Spark passes back what partitions() returned; pyspark types it as the base class
+    def read(self, partition: LinesPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         if partition.lines:
             yield pa.RecordBatch.from_arrays([pa.array(partition.lines, pa.string())], names=["value"])
 

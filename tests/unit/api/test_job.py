@@ -53,7 +53,9 @@ def test_timestamp_column_is_checked():
 
 
 def test_watermark_defaults_to_the_source_time_column():
-    job = Job("j").source(UpiPayments(events=1), watermark=WatermarkStrategy.for_bounded_out_of_orderness(dt.timedelta(seconds=5)))
+    job = Job("j").source(
+        UpiPayments(events=1), watermark=WatermarkStrategy.for_bounded_out_of_orderness(dt.timedelta(seconds=5))
+    )
     assert job.timestamp_column == "event_time" and job.watermark.max_out_of_orderness_ms == 5000
 
 

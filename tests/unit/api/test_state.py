@@ -83,7 +83,10 @@ def test_mutable_default_is_not_shared():
 @pytest.mark.parametrize(
     "desc, bad, message",
     [
-        (ValueStateDescriptor("total", float), "7", "ValueState[float] 'total' for key 'a': the value must be float, got str '7'"),
+        (
+            ValueStateDescriptor("total", float), "7",
+            "ValueState[float] 'total' for key 'a': the value must be float, got str '7'",
+        ),
         (ValueStateDescriptor("n", int), True, "must be int, got bool True"),
         (ValueStateDescriptor("n", int), 1.5, "must be int, got float 1.5"),
     ],
@@ -120,7 +123,9 @@ def test_map_state():
     run(h, lambda s: s["m"].put_all({"y": 2, "z": 3}))
     assert run(h, lambda s: (s["m"].get("x"), s["m"].get("q", -1), s["m"].contains("y"), "z" in s["m"])) == (1, -1, True, True)
     assert run(h, lambda s: sorted(s["m"].items())) == [("x", 1), ("y", 2), ("z", 3)]
-    assert run(h, lambda s: (sorted(s["m"].keys()), sorted(s["m"].values()), len(s["m"]), s["m"]["y"])) == (["x", "y", "z"], [1, 2, 3], 3, 2)
+    assert run(h, lambda s: (sorted(s["m"].keys()), sorted(s["m"].values()), len(s["m"]), s["m"]["y"])) == (
+        ["x", "y", "z"], [1, 2, 3], 3, 2
+    )
     run(h, lambda s: s["m"].remove("x"))
     run(h, lambda s: s["m"].remove("nope"))
     assert run(h, lambda s: s["m"].is_empty()) is False
@@ -195,7 +200,10 @@ def test_reusing_a_name_for_another_kind_is_an_error():
             ctx.get_state(ValueStateDescriptor("total", float))
             ctx.get_list_state(ListStateDescriptor("total", float))
 
-    with pytest.raises(StateDescriptorError, match="'total' is already registered as ValueState\\[float\\]; it cannot be registered again as ListState\\[float\\]"):
+    with pytest.raises(
+        StateDescriptorError,
+        match="'total' is already registered as ValueState\\[float\\]; it cannot be registered again as ListState\\[float\\]",
+    ):
         KeyedHarness(Reuse(), "k")
 
 

@@ -254,7 +254,9 @@ def test_an_existing_table_with_the_wrong_columns_is_refused_and_nothing_written
 
 def test_an_existing_table_that_fits_is_used_and_its_extra_columns_filled_by_default(db):
     default = "now()" if db.kind == "postgresql" else "CURRENT_TIMESTAMP"
-    db.sql(f'CREATE TABLE "out" (merchant_id text, "count" bigint, total double precision, loaded_at timestamp DEFAULT {default})')
+    db.sql(
+        f'CREATE TABLE "out" (merchant_id text, "count" bigint, total double precision, loaded_at timestamp DEFAULT {default})'
+    )
     sink = db.sink()
     database.prepare(sink, PAYMENTS, None)
     database.write(sink, payments(("m1", 1, 5.0)), 0)
@@ -423,7 +425,9 @@ def test_sinks_bind_to_the_job_and_side_outputs_get_their_own_tables(tmp_path):
         str(tmp_path / "dl.db"), "bad_events", "per-minute/dead_letters",
     )
     late = sides["late_data"]  # no sink of its own: a table beside the main one
-    assert (late.path, late.table, late.job, late.mode) == (str(tmp_path / "x.db"), "per_minute_late_data", "per-minute/late_data", "append")
+    assert (late.path, late.table, late.job, late.mode) == (
+        str(tmp_path / "x.db"), "per_minute_late_data", "per-minute/late_data", "append"
+    )
     tables = {s.table: schema.names for s, schema in database.job_database_sinks(bound)}
     assert tables == {
         "per_minute": ["shop", "window_start", "window_end", "n"],

@@ -45,7 +45,10 @@ def test_json_lines_become_typed_events_in_line_order():
     ('{"k": "a", "n": 1.5}', "column 'n' (bigint): expected an integer, got number 1.5"),
     ('{"k": "a", "n": 9223372036854775808}', "column 'n' (bigint): out of range for bigint, got number 9223372036854775808"),
     ('{"k": "a", "ok": "yes"}', "column 'ok' (boolean): expected true or false, got string \"yes\""),
-    ('{"k": "a", "ts": "yesterday"}', "column 'ts' (timestamp): expected epoch milliseconds or ISO 8601 text, got string \"yesterday\""),
+    (
+        '{"k": "a", "ts": "yesterday"}',
+        "column 'ts' (timestamp): expected epoch milliseconds or ISO 8601 text, got string \"yesterday\"",
+    ),
 ])
 def test_a_json_line_that_is_not_an_event_is_a_dead_letter_with_the_reason(line, reason):
     events, dead = parse(['{"k": "a", "v": 1.0}', line, '{"k": "b", "v": 2.0}'])

@@ -78,7 +78,9 @@ def test_socket_reader_numbers_lines_on_from_the_checkpoint_and_reconnects():
         return end
 
     def read(reader, s, e):
-        return [v for p in reader.partitions({"offset": s}, {"offset": e}) for b in reader.read(p) for v in b.column(0).to_pylist()]
+        return [
+            v for p in reader.partitions({"offset": s}, {"offset": e}) for b in reader.read(p) for v in b.column(0).to_pylist()
+        ]
 
     with LineServer() as server:
         reader = SocketStreamReader("127.0.0.1", server.port)

@@ -29,12 +29,16 @@ def test_round_trip_keeps_order_per_key_and_groups_by_key_group():
         events += group
     expected = gen.events_as_dicts()
     assert sorted(map(repr, events)) == sorted(map(repr, expected))
-    by_key = lambda evs: {k: [e for e in evs if e["merchant_id"] == k] for k in {e["merchant_id"] for e in evs}}
+    def by_key(evs):
+        return {k: [e for e in evs if e["merchant_id"] == k] for k in {e["merchant_id"] for e in evs}}
+
     assert by_key(events) == by_key(expected)  # arrival order within each key
 
 
 def test_arrival_order_across_parts_and_seqs():
-    mk = lambda v: pa.RecordBatch.from_pylist([{"k": "a", "v": v}])
+    def mk(v):
+        return pa.RecordBatch.from_pylist([{"k": "a", "v": v}])
+
     packer = Packer(["k"], 4, None)
     rows = [(p, s, _rows(packer.pack(mk(v), p, s))[0][4]) for p, s, v in [(1, 0, 3), (0, 1, 2), (0, 0, 1)]]
     assert [e["v"] for e in unpack_events(rows)] == [1, 2, 3]
@@ -43,7 +47,7 @@ def test_arrival_order_across_parts_and_seqs():
 def test_multi_column_keys_and_int_keys():
     batch = pa.RecordBatch.from_pylist([{"a": "x", "b": i % 3, "v": i} for i in range(30)])
     packed = Packer(["a", "b"], 8, None).pack(batch, 0, 0)
-    for kg, part, seq, ts, blob in _rows(packed):
+    for kg, part, seq, _, blob in _rows(packed):
         for e in unpack_events([(part, seq, blob)]):
             assert key_group_of((e["a"], e["b"]), 8) == kg
 

@@ -55,7 +55,7 @@ class Memory:
 def test_records_survive_splits_and_reloads():
     mem = Memory()
     keys = [f"user-{i}" for i in range(300)]
-    for round_ in range(3):
+    for _ in range(3):
         store = mem.store()
         for k in keys:
             rec = store.record_for(k)

@@ -231,7 +231,9 @@ def test_timestamp_assigner_function_gives_event_time_and_dead_letters_its_failu
     (dead,) = h.side_output("dead_letters")
     assert dead["reason"].startswith("timestamp assigner failed: ValueError")
     wm_bad = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e: e["kind"])
-    h2 = counts(Job("w").source(ListSource([], SCHEMA), watermark=wm_bad).key_by("k").window(TumblingEventTimeWindows.of(MIN))).harness()
+    h2 = counts(
+        Job("w").source(ListSource([], SCHEMA), watermark=wm_bad).key_by("k").window(TumblingEventTimeWindows.of(MIN))
+    ).harness()
     h2.process_batch([ev(0, kind="x")])
     assert h2.side_output("dead_letters")[0]["reason"] == "timestamp assigner returned 'x', not epoch ms or a datetime"
     with pytest.raises(JobDefinitionError, match="function of the event"):
@@ -311,7 +313,8 @@ def test_windows_over_random_batches_match_a_direct_computation(assigner, column
 
 def test_builtin_rows_follow_a_given_output_schema_order():
     j = job(TumblingEventTimeWindows.of(MIN)).aggregate(
-        agg.sum("v", "total"), agg.count("n"), output_schema="total double, n bigint, window_end timestamp, k string, window_start timestamp"
+        agg.sum("v", "total"), agg.count("n"),
+        output_schema="total double, n bigint, window_end timestamp, k string, window_start timestamp",
     )
     h = j.sink(MemorySink()).harness()
     h.process_batch([ev(1, v=2.0), ev(2, v=3.0)])

@@ -67,7 +67,9 @@ def test_removed_state_warns(tmp_path):
     check_or_write(tmp_path, meta())
     committed(tmp_path)
     warnings = check_or_write(tmp_path, meta(state={}))
-    assert warnings == ["state 'total' (ValueState[float]) is no longer declared: its values are dropped as their keys are next touched"]
+    assert warnings == [
+        "state 'total' (ValueState[float]) is no longer declared: its values are dropped as their keys are next touched"
+    ]
 
 
 def test_a_checkpoint_without_committed_batches_takes_the_new_configuration(tmp_path):
@@ -87,7 +89,9 @@ def test_foreign_spark_checkpoint_is_refused(tmp_path):
 def test_a_directory_that_cannot_be_created_is_named(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with pytest.raises(CheckpointStorageError, match="checkpoint directory .*/file/ckpt cannot be created: part of its path is a file"):
+    with pytest.raises(
+        CheckpointStorageError, match="checkpoint directory .*/file/ckpt cannot be created: part of its path is a file"
+    ):
         check_or_write(blocker / "ckpt", meta())
 
 

@@ -86,7 +86,9 @@ def test_user_exception_names_function_key_and_event():
             yield e["v"]
 
     h = KeyedHarness(Boom(), "k")
-    with pytest.raises(ProcessFunctionError, match=r"Boom.process_element failed for key 'a' on event \{.*'v': 2.*\}: ValueError: no twos"):
+    with pytest.raises(
+        ProcessFunctionError, match=r"Boom.process_element failed for key 'a' on event \{.*'v': 2.*\}: ValueError: no twos"
+    ):
         h.process_batch([{"k": "a", "v": 1}, {"k": "a", "v": 2}])
 
 

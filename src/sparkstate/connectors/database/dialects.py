@@ -52,7 +52,9 @@ def upsert_statement(sink: Any, names: list[str], rows_sql: str) -> str:
     cols = ", ".join(map(quote_column, names))
     key = ", ".join(map(quote_column, sink.key))
     rest = [n for n in names if n not in sink.key]
-    action = "DO UPDATE SET " + ", ".join(f"{quote_column(n)} = excluded.{quote_column(n)}" for n in rest) if rest else "DO NOTHING"
+    action = (
+        "DO UPDATE SET " + ", ".join(f"{quote_column(n)} = excluded.{quote_column(n)}" for n in rest) if rest else "DO NOTHING"
+    )
     return f"INSERT INTO {quote(sink.table)} ({cols}) {rows_sql} ON CONFLICT ({key}) {action}"
 
 
@@ -182,7 +184,8 @@ class PostgresDialect(Dialect):
         t = self._target(sink)
         try:
             # an unreachable host fails within the timeout instead of hanging the job
-            return psycopg.connect(sink.url, **({} if t["connect_timeout"] else {"connect_timeout": 10}))
+            timeout: dict[str, Any] = {} if t["connect_timeout"] else {"connect_timeout": 10}
+            return psycopg.connect(sink.url, **timeout)
         except psycopg.Error as exc:
             raise SinkError(
                 f"cannot connect to PostgreSQL at {t['host']}:{t['port']} (database {t['dbname']}, user {t['user']}): "
@@ -220,6 +223,7 @@ class PostgresDialect(Dialect):
         return [set(r[0]) for r in rows]
 
     def insert(self, conn: Any, sink: PostgresSink, data: pa.Table) -> None:
+        assert sink.table is not None, "the sink is bound to its job (for_job)"
         cols = ", ".join(quote_column(c) for c in data.column_names)
         if sink.mode == "append":
             self._copy(conn, f"COPY {quote(sink.table)} ({cols}) FROM STDIN (FORMAT csv)", data)
@@ -322,7 +326,9 @@ class SqliteDialect(Dialect):
 
     def columns(self, conn: Any, table: str) -> list[Column] | None:
         schema, name = self._split(table)
-        rows = conn.execute('SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info(?, ?)', (name, schema)).fetchall()
+        rows = conn.execute(
+            'SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info(?, ?)', (name, schema)
+        ).fetchall()
         if not rows:
             return None
         # an INTEGER PRIMARY KEY is the rowid: SQLite fills it in
@@ -348,6 +354,7 @@ class SqliteDialect(Dialect):
         return keys
 
     def insert(self, conn: Any, sink: SqliteSink, data: pa.Table) -> None:
+        assert sink.table is not None, "the sink is bound to its job (for_job)"
         names = data.column_names
         values = "VALUES (" + ", ".join("?" * len(names)) + ")"
         if sink.mode == "append":
