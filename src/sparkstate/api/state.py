@@ -335,17 +335,18 @@ class ValueState(_Handle, Generic[T]):
         # values of exactly the declared class skip the check (the hot path of running totals)
         self._exact = desc.type if isinstance(desc.type, type) else None
 
-    def value(self) -> T | None:
-        """The current key's value, or the descriptor's default when there is none."""
+    def value(self) -> T:
+        """The current key's value, or the descriptor's default when there is none (None
+        without a default; typed ``T`` as in PyFlink, so a counter with ``default=0`` needs
+        no None check)."""
         rec = self._scope.rec
         if rec is None:
             rec = self._record()
-        value: T | None
+        # the default is None when the descriptor has none: Flink's null, typed away as PyFlink does
         if self._copy_default:
             value = rec.get(self._name, _MISSING)
-            return copy.deepcopy(self._default) if value is _MISSING else value
-        value = rec.get(self._name, self._default)
-        return value
+            return copy.deepcopy(self._default) if value is _MISSING else value  # type: ignore[return-value]
+        return rec.get(self._name, self._default)  # type: ignore[return-value]
 
     def update(self, value: T | None) -> None:
         """Set the current key's value; ``None`` clears it, as in Flink."""
@@ -514,10 +515,9 @@ class ReducingState(_Handle, Generic[T]):
         self._reduce = desc.reduce_function
         self._check = make_type_check(desc.type, desc.name)
 
-    def get(self) -> T | None:
-        """The reduced value, or None when nothing was added."""
-        value: T | None = self._record().get(self._name)
-        return value
+    def get(self) -> T:
+        """The reduced value, or None when nothing was added (typed ``T`` as in PyFlink)."""
+        return self._record().get(self._name)  # type: ignore[return-value]
 
     def add(self, value: T) -> None:
         """Fold ``value`` into the state: ``reduce_function(current, value)``."""
@@ -548,11 +548,12 @@ class AggregatingState(_Handle, Generic[IN, OUT]):
         self._fn = desc.aggregate_function
         self._check = make_type_check(desc.accumulator_type, desc.name)
 
-    def get(self) -> OUT | None:
-        """``get_result`` of the accumulator, or None when nothing was added (as in Flink)."""
+    def get(self) -> OUT:
+        """``get_result`` of the accumulator, or None when nothing was added (as in Flink;
+        typed ``OUT`` as in PyFlink)."""
         acc = self._record().get(self._name, _MISSING)
         if acc is _MISSING:
-            return None
+            return None  # type: ignore[return-value]  # Flink's null for empty state
         return self._fn.get_result(acc)
 
     def add(self, value: IN) -> None:

@@ -23,8 +23,7 @@ class CountAndEmit(KeyedProcessFunction):
         self.count: ValueState[int] = ctx.get_state(ValueStateDescriptor("count", int, default=0))
 
     def process_element(self, event: dict, ctx: Context):
-        # the descriptor's default makes value() non-None; its type cannot say so
-        count = self.count.value() + 1  # type: ignore[operator]
+        count = self.count.value() + 1
         self.count.update(count)
         if count % self.every == 0:
             yield (ctx.get_current_key(), count)

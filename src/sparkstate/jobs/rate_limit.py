@@ -35,11 +35,11 @@ class RateLimit(KeyedProcessFunction):
     def process_element(self, event: dict, ctx: Context):
         count = self.count.value()
         if count == 0:
-            self.first_seen.update(ctx.timestamp())
-            # the job has event time, so every event has a timestamp
-            ctx.timer_service().register_event_time_timer(ctx.timestamp() + self.window_ms)  # type: ignore[operator]
-        # the descriptor's default makes value() non-None; its type cannot say so
-        count += 1  # type: ignore[operator]
+            ts = ctx.timestamp()
+            assert ts is not None  # the job has event time, so every event has a timestamp
+            self.first_seen.update(ts)
+            ctx.timer_service().register_event_time_timer(ts + self.window_ms)
+        count += 1
         self.count.update(count)
         if count == self.limit + 1:
             yield (ctx.get_current_key(), self.first_seen.value(), count, "rate-limit-trip")

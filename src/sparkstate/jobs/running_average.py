@@ -39,7 +39,7 @@ class RunningAverage(KeyedProcessFunction):
     def process_element(self, event: dict, ctx: Context):
         self.avg.add(event["amount"])
         # get() is None only before the first add
-        average, count = self.avg.get()  # type: ignore[misc]
+        average, count = self.avg.get()
         yield (ctx.get_current_key(), average, count)
 
 

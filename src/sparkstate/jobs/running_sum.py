@@ -24,9 +24,8 @@ class RunningSum(KeyedProcessFunction):
         self.total: ValueState[float] = ctx.get_state(ValueStateDescriptor("total", float, default=0.0))
 
     def process_element(self, event: dict, ctx: Context):
-        # the descriptor's default makes value() non-None; its type cannot say so
-        count = self.count.value() + 1  # type: ignore[operator]
-        total = self.total.value() + event["amount"]  # type: ignore[operator]
+        count = self.count.value() + 1
+        total = self.total.value() + event["amount"]
         self.count.update(count)
         self.total.update(total)
         yield (ctx.get_current_key(), count, total)
