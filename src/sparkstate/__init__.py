@@ -39,7 +39,8 @@ from sparkstate.api import (
     WindowContext,
     agg,
 )
-from sparkstate.api.job import JobSettings
+from sparkstate.api.io import Guarantee, SinkSpec, SourceSpec
+from sparkstate.api.job import JobSettings, WindowPath
 from sparkstate.connectors import (
     ClickEvents,
     ConsoleSink,
@@ -96,6 +97,10 @@ __all__ = [
     "JobDefinitionError",
     "JobFailedError",
     "JobSettings",
+    "Guarantee",
+    "SinkSpec",
+    "SourceSpec",
+    "WindowPath",
     "KeyColumnError",
     "KeyedHarness",
     "KeyedProcessFunction",

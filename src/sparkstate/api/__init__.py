@@ -17,6 +17,8 @@ from sparkstate.api.functions import (
     TimeDomain,
     TimerService,
 )
+from sparkstate.api.io import Guarantee, SinkSpec, SourceSpec
+from sparkstate.api.job import JobSettings, WindowPath
 from sparkstate.api.schema import Schema
 from sparkstate.api.state import (
     AggregateFunction,
@@ -54,6 +56,8 @@ __all__ = [
     "CheckpointConfig",
     "Context",
     "EventTimeSessionWindows",
+    "Guarantee",
+    "JobSettings",
     "KeyedProcessFunction",
     "ListState",
     "ListStateDescriptor",
@@ -66,6 +70,8 @@ __all__ = [
     "ReducingStateDescriptor",
     "RuntimeContext",
     "Schema",
+    "SinkSpec",
+    "SourceSpec",
     "SlidingEventTimeWindows",
     "StateDescriptor",
     "TimeDomain",
@@ -78,5 +84,6 @@ __all__ = [
     "WatermarkStrategy",
     "WindowAssigner",
     "WindowContext",
+    "WindowPath",
     "agg",
 ]

@@ -10,9 +10,21 @@ writing its spec and one Spark binding, nothing else.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 from sparkstate.errors import JobDefinitionError, KeyColumnError
+
+
+class Guarantee(StrEnum):
+    """A source's delivery guarantee, end to end with a sink that commits per micro-batch."""
+
+    #: replayable: a failed micro-batch reads the same events again, so each counts once
+    EXACTLY_ONCE = "exactly-once"
+    #: what a failed micro-batch had read, and what arrived while the job was down, is lost
+    AT_MOST_ONCE = "at-most-once"
+    #: a Spark streaming DataFrame: replayable Spark sources (files, Kafka) give exactly-once
+    AS_ITS_SOURCE = "as its source gives"
 
 
 @runtime_checkable
@@ -52,7 +64,7 @@ class SourceSpec(Protocol):
         ...
 
     @property
-    def guarantee(self) -> str:
+    def guarantee(self) -> Guarantee:
         """One of "exactly-once", "at-most-once" or "as its source gives"."""
         ...
 

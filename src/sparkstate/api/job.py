@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Any, Self
 
 from sparkstate.api.agg import Agg, BuiltinAggregates
@@ -22,6 +23,17 @@ from sparkstate.api.state import AggregateFunction
 from sparkstate.api.time import Duration, TimeDomain, WatermarkStrategy, to_millis
 from sparkstate.api.windows import ProcessWindowFunction, WindowAssigner, WindowKind
 from sparkstate.errors import JobDefinitionError, KeyColumnError
+
+
+class WindowPath(StrEnum):
+    """How a window job runs (``sparkstate explain`` shows the choice and why)."""
+
+    #: the planner picks the native path where it gives the same rows, else the Python path
+    AUTO = "auto"
+    #: sparkstate's keyed operator on Spark's stateful Python API
+    PYTHON = "python"
+    #: Spark SQL's own ``groupBy(window(...)).agg(...)`` (built-in aggregates only)
+    NATIVE = "native"
 
 #: ``with_settings`` names that are fields of the checkpoint configuration
 _CHECKPOINT_ALIASES = {"state_backend": "state_backend", "trigger_interval": "interval"}
@@ -50,9 +62,10 @@ class JobSettings:
     key_groups: int = DEFAULT_KEY_GROUPS
     parallelism: int | None = None
     bucket_size: int = DEFAULT_BUCKET_SIZE
-    #: window jobs: "auto" lets the planner pick the native Spark SQL path when it applies;
-    #: "python" or "native" force one (native fails when the job cannot run there)
-    window_path: str = "auto"
+    #: window jobs: AUTO lets the planner pick the native Spark SQL path when it applies;
+    #: PYTHON or NATIVE force one (NATIVE fails when the job cannot run there); a plain
+    #: "auto", "python" or "native" is taken too
+    window_path: WindowPath = WindowPath.AUTO
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
     @property
@@ -72,8 +85,9 @@ class JobSettings:
             raise JobDefinitionError(f"parallelism must be a positive int, got {self.parallelism!r}")
         if not isinstance(self.checkpoint, CheckpointConfig):
             raise JobDefinitionError(f"checkpoint must be a CheckpointConfig, got {self.checkpoint!r}")
-        if self.window_path not in ("auto", "python", "native"):
+        if self.window_path not in tuple(WindowPath):
             raise JobDefinitionError(f"window_path must be 'auto', 'python' or 'native', got {self.window_path!r}")
+        object.__setattr__(self, "window_path", WindowPath(self.window_path))  # a plain string is taken too
         if not isinstance(self.bucket_size, int) or self.bucket_size < 1:
             raise JobDefinitionError(f"bucket_size must be a positive int, got {self.bucket_size!r}")
 

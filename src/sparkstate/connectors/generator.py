@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
+from sparkstate.api.io import Guarantee
 from sparkstate.connectors.sources import EXACTLY_ONCE, SourceBase
 from sparkstate.errors import JobDefinitionError
 
@@ -76,7 +77,7 @@ class Generator(SourceBase):
     #: fields that must be >= 1
     _positive: ClassVar[tuple[str, ...]] = ()
     #: the same offsets give the same events, so a failed batch is read again exactly
-    guarantee: ClassVar[str] = EXACTLY_ONCE
+    guarantee: ClassVar[Guarantee] = EXACTLY_ONCE
     guarantee_why: ClassVar[str] = "replayable"
     #: fields that only shape micro-batches; any other change alters the events
     _batch_shaping: ClassVar[frozenset[str]] = frozenset({"rate", "max_batch", "partitions"})

@@ -20,20 +20,19 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
-from sparkstate.api.io import SourceSpec
+from sparkstate.api.io import Guarantee, SourceSpec
 from sparkstate.api.schema import Schema
 from sparkstate.api.time import epoch_millis
 from sparkstate.errors import JobDefinitionError
 
-EXACTLY_ONCE = "exactly-once"
-AT_MOST_ONCE = "at-most-once"
-#: a Spark streaming DataFrame: replayable Spark sources (files, Kafka) give exactly-once
-AS_ITS_SOURCE = "as its source gives"
+EXACTLY_ONCE = Guarantee.EXACTLY_ONCE
+AT_MOST_ONCE = Guarantee.AT_MOST_ONCE
+AS_ITS_SOURCE = Guarantee.AS_ITS_SOURCE
 
 
 def describe_guarantee(source: SourceSpec) -> str:
     """A source's guarantee and why, e.g. ``exactly-once: replayable``."""
-    return f"{source.guarantee}: {source.guarantee_why}" if source.guarantee_why else source.guarantee
+    return f"{source.guarantee}: {source.guarantee_why}" if source.guarantee_why else str(source.guarantee)
 
 
 class SourceBase:
@@ -66,7 +65,7 @@ class SourceBase:
         return False
 
     @property
-    def guarantee(self) -> str:
+    def guarantee(self) -> Guarantee:
         return AS_ITS_SOURCE
 
     @property
@@ -139,7 +138,7 @@ class ListSource(SourceBase):
 
     schema_ddl = property(lambda self: self.schema)
     bounded: ClassVar[bool] = True
-    guarantee: ClassVar[str] = EXACTLY_ONCE
+    guarantee: ClassVar[Guarantee] = EXACTLY_ONCE
     guarantee_why: ClassVar[str] = "replayable"
 
     @property
@@ -195,7 +194,7 @@ class DataFrameSource(SourceBase):
     dataframe: Any
     time_column: str | None = None
     name: str = "dataframe"
-    guarantee: ClassVar[str] = AS_ITS_SOURCE
+    guarantee: ClassVar[Guarantee] = AS_ITS_SOURCE
     guarantee_why: ClassVar[str] = "replayable Spark sources (files, Kafka) give exactly-once"
 
     def build(self, spark: Any) -> Any:
@@ -258,8 +257,8 @@ class SocketSource(TextLines):
 
     Example::
 
-        >>> SocketSource("localhost", 9000, "event_time timestamp, merchant_id string, amount double").guarantee
-        'at-most-once'
+        >>> print(SocketSource("localhost", 9000, "event_time timestamp, merchant_id string, amount double").guarantee)
+        at-most-once
     """
 
     host: str
@@ -269,7 +268,7 @@ class SocketSource(TextLines):
     time_column: str | None = None
     name: str = "socket"
 
-    guarantee: ClassVar[str] = AT_MOST_ONCE
+    guarantee: ClassVar[Guarantee] = AT_MOST_ONCE
     guarantee_why: ClassVar[str] = "lines sent while the job is down are lost"
 
     def __post_init__(self) -> None:
@@ -305,7 +304,7 @@ class FileSource(TextLines):
     max_files_per_trigger: int | None = None
     name: str = "files"
 
-    guarantee: ClassVar[str] = EXACTLY_ONCE
+    guarantee: ClassVar[Guarantee] = EXACTLY_ONCE
     guarantee_why: ClassVar[str] = "replayable"
 
     def __post_init__(self) -> None:

@@ -18,18 +18,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkstate.api.agg import BuiltinAggregates
+from sparkstate.api.job import WindowPath
 from sparkstate.api.windows import SlidingEventTimeWindows, TumblingEventTimeWindows
 from sparkstate.connectors.sources import describe_guarantee
 from sparkstate.errors import JobDefinitionError
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
 
-PYTHON = "python"
-NATIVE = "native"
+PYTHON = WindowPath.PYTHON
+NATIVE = WindowPath.NATIVE
 
 
 @dataclass(frozen=True)
 class Plan:
-    path: str
+    path: WindowPath
     #: why this path: the checks that passed (native) or the first that failed (python)
     reasons: tuple[str, ...] = field(default_factory=tuple)
 
@@ -65,7 +66,7 @@ def plan(job: Any) -> Plan:
     """The path ``job`` runs on, honouring ``JobSettings.window_path``."""
     wanted = job.settings.window_path
     blockers = native_blockers(job)
-    if wanted == PYTHON or (wanted == "auto" and blockers):
+    if wanted == PYTHON or (wanted == WindowPath.AUTO and blockers):
         why = ("window_path='python' was asked for",) if wanted == PYTHON else tuple(blockers)
         return Plan(PYTHON, why)
     if blockers:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sparkstate.api.job import WindowPath
 from sparkstate.runtime.checkpoint_stats import CheckpointStats
 
 
@@ -33,7 +34,7 @@ class RunResult:
     #: dead_letters...); a batch replayed after a failure counts once
     batch_side_outputs: dict[int, dict[str, int]] = field(default_factory=dict)
     #: "python" or "native" (see ``sparkstate explain``)
-    plan: str = "python"
+    plan: WindowPath = WindowPath.PYTHON
     #: the figures of each checkpoint (committed micro-batch) of this run, in order
     checkpoints: list[CheckpointStats] = field(default_factory=list)
 
