@@ -293,8 +293,8 @@ class FileSource(TextLines):
 
     Example::
 
-        >>> FileSource("in/payments", "event_time timestamp, merchant_id string, amount double").guarantee
-        'exactly-once'
+        >>> print(FileSource("in/payments", "event_time timestamp, merchant_id string, amount double").guarantee)
+        exactly-once
     """
 
     path: str
