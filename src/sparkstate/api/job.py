@@ -95,18 +95,8 @@ class JobSettings:
 @dataclass(frozen=True)
 class JobDescription:
     """A keyed streaming job, as declared: what it reads, how it keys, what it computes, where
-    its output goes. :class:`sparkstate.Job` is this description plus ``run`` and ``harness``.
-
-    Example::
-
-        job = (
-            Job("running-sum")
-            .source(UpiPayments(events=100_000))
-            .key_by("merchant_id")
-            .process(RunningSum(), output_schema="merchant_id string, total double")
-            .sink(ParquetSink("out/running-sum"))
-        )
-        result = job.run(checkpoint_dir="checkpoints/running-sum")
+    its output goes. :class:`sparkstate.Job` is this description plus ``run`` and ``harness``
+    (its docstring has an example); every builder method returns a new description.
     """
 
     name: str
