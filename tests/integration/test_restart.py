@@ -104,7 +104,10 @@ def test_restart_between_the_end_marker_and_the_final_batch(spark, checkpoint):
         last = result.progress[-1] if result.progress else None
         return last is not None and source_offset(last["sources"][0]) == marker_read
 
-    job.run(checkpoint_dir=checkpoint, spark=spark, until=after_marker)
+    # a trigger far longer than the run loop's look at the progress (0.1 s): the loop sees the
+    # marker's batch and stops the query before the next trigger runs the final timers' batch
+    # (with 100 ms triggers that batch could run and reach the sink before the stop)
+    job.with_settings(trigger_interval="2 seconds").run(checkpoint_dir=checkpoint, spark=spark, until=after_marker)
     assert {r["timer"] for r in sink.rows()} == {-5, 1011, 1013, 1015}  # the final timers wait
     result = job.run(checkpoint_dir=checkpoint, spark=spark)
     assert result.completed and result.batches == 1
