@@ -12,7 +12,6 @@ from typing import Any
 
 from sparkstate.errors import CheckpointMismatchError
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
-from sparkstate.runtime.planner import plan
 
 FORMAT_VERSION = 1
 
@@ -35,7 +34,8 @@ def source_identity(source: Any) -> dict:
     return source.identity()
 
 
-def job_metadata(job: Any, spec: Any, descriptors: list, settings: dict) -> dict:
+def job_metadata(job: Any, spec: Any, descriptors: list, settings: dict, path: str) -> dict:
+    """What a checkpoint records of its job; ``path`` is the plan the run chose (python or native)."""
     fn = spec.fn
     return {
         "format": FORMAT_VERSION,
@@ -48,7 +48,7 @@ def job_metadata(job: Any, spec: Any, descriptors: list, settings: dict) -> dict
         "bucket_size": spec.bucket_size,
         "time_mode": spec.time_mode,
         "state_backend": job.settings.state_backend,
-        "plan": plan(job).path,
+        "plan": str(path),
         "state": {d.name: d.describe() for d in descriptors},
         "settings": settings,
     }

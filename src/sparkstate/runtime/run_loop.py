@@ -118,7 +118,7 @@ def run_job(
         partitions = local_cores(None)  # what the session get_spark starts will have
     settings = {"parallelism": partitions}
     result.plan = chosen.path
-    meta = job_metadata(job, spec, descriptors, settings)
+    meta = job_metadata(job, spec, descriptors, settings, chosen.path)
     # a checkpoint of another job, a finished run and a read-only or full directory are
     # found before Spark starts (10 s and more on a small machine)
     result.warnings = check_or_write(checkpoint, meta)
