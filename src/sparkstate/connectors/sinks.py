@@ -86,6 +86,8 @@ class ForeachBatchSink:
 # --------------------------------------------------------------------------- databases
 
 SINK_MODES = ("append", "upsert")
+#: the table of the transactional sinks' batch markers (one per database)
+MARKER_TABLE = "sparkstate_batches"
 _TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$")
 
 
@@ -146,6 +148,36 @@ class DatabaseSink:
             )
         if self.job is not None and not (isinstance(self.job, str) and self.job.strip()):
             raise JobDefinitionError(f"{self.describe()}: job must be a non-empty name, got {self.job!r}")
+        if self.table is not None:
+            self._check_table(self.table)
+
+    def _check_table(self, table: str) -> None:
+        """Refuse tables whose rows would not last or would not be the job's alone: the
+        marker table, and tables of a temporary schema (dropped with the connection, while
+        the batches' markers stay)."""
+        from sparkstate.errors import JobDefinitionError
+
+        schema, _, name = table.rpartition(".")
+        if name.lower() == MARKER_TABLE:
+            raise JobDefinitionError(
+                f"{self.describe()}: {MARKER_TABLE} is the table of sparkstate's batch markers; "
+                "write the output to another table (table=...)"
+            )
+        if schema and self._temporary_schema(schema.lower()):
+            raise JobDefinitionError(
+                f"{self.describe()}: {schema} is a temporary schema: its tables vanish when the connection that "
+                "wrote them closes (after every batch), while the batches' markers stay, so the rows would be lost; "
+                "write to a table of a permanent schema"
+            )
+
+    def _temporary_schema(self, schema: str) -> bool:
+        return False
+
+    @property
+    def marker(self) -> str:
+        """The writer's identity in the marker table: the job and the table, so that two
+        deployments of one job name into two tables of one database keep apart."""
+        return f"{self.job}@{self.table}"
 
     def _check_target(self) -> None:
         """Raise a :class:`JobDefinitionError` when the database's address is unusable."""
@@ -181,7 +213,11 @@ class DatabaseSink:
         return replace(self, table=f"{self.table}_{name}", mode="append", key=(), job=f"{self.job}/{name}")
 
 
-@dataclass(frozen=True)
+#: PostgreSQL keeps the first 63 bytes of a name (NAMEDATALEN - 1) and drops the rest silently
+POSTGRES_NAME_BYTES = 63
+
+
+@dataclass(frozen=True, repr=False)
 class PostgresSink(DatabaseSink):
     """Write each micro-batch to a PostgreSQL table in one transaction, exactly once.
 
@@ -202,10 +238,39 @@ class PostgresSink(DatabaseSink):
         try:
             psycopg.conninfo.conninfo_to_dict(self.url)
         except psycopg.Error as exc:
-            raise JobDefinitionError(f"PostgresSink: cannot read the URL {_mask(self.url)!r}: {exc}") from None
+            # libpq quotes the text it could not read, which may be a piece of a password
+            problem = re.sub(r'after "[^"]*"', "after a word", _mask(str(exc)))
+            raise JobDefinitionError(f"PostgresSink: cannot read the URL {_mask(self.url)!r}: {problem}") from None
+
+    def _check_table(self, table: str) -> None:
+        from sparkstate.errors import JobDefinitionError
+
+        super()._check_table(table)
+        for part in table.split("."):
+            size = len(part.encode())
+            if size > POSTGRES_NAME_BYTES:
+                raise JobDefinitionError(
+                    f"{self.describe()}: table name {part!r} is {size} bytes; PostgreSQL keeps only the first "
+                    f"{POSTGRES_NAME_BYTES} bytes of a name, so it would write to another table than the one named "
+                    "(and side-output tables <table>_late_data and <table>_dead_letters would collide). "
+                    f"Choose a table name of at most {POSTGRES_NAME_BYTES - len('_dead_letters')} bytes (table=...)"
+                )
+
+    def _temporary_schema(self, schema: str) -> bool:
+        return schema == "pg_temp" or schema.startswith("pg_temp_")
 
     def describe(self) -> str:
         return f"{_mask(self.url)} {self._options()}"
+
+    def __repr__(self) -> str:
+        # no URL: it may hold a password in a form no mask knows; where it goes is host, port and database
+        from psycopg.conninfo import conninfo_to_dict
+
+        info = conninfo_to_dict(self.url)
+        where = f"{info.get('host') or 'localhost'}:{info.get('port') or 5432}/{info.get('dbname') or ''}"
+        return (
+            f"PostgresSink(<{where}>, table={self.table!r}, mode={self.mode!r}, key={self.key!r}, job={self.job!r})"
+        )
 
 
 @dataclass(frozen=True)
@@ -222,17 +287,33 @@ class SqliteSink(DatabaseSink):
         if not isinstance(self.path, str) or not self.path.strip():
             raise JobDefinitionError(f"SqliteSink needs the path of a database file, got {self.path!r}")
 
+    def _temporary_schema(self, schema: str) -> bool:
+        return schema == "temp"
+
     def describe(self) -> str:
         return f"sqlite:{self.path} {self._options()}"
 
 
-def _mask(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for messages and progress lines)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+#: libpq's connection parameters that hold secrets
+_SECRET_PARAMETERS = ("password", "sslpassword")
+_SECRET = "|".join(_SECRET_PARAMETERS)
+#: ``scheme://user:password@host``: the password runs to the netloc's last ``@``
+_URL_PASSWORD = re.compile(r"(://[^\s/?#@:]*:)[^\s/?#]*@")
+#: ``?password=...`` / ``&sslpassword=...`` in a URL's query
+_QUERY_SECRET = re.compile(rf"([?&](?:{_SECRET})=)[^&#\s]*", re.IGNORECASE)
+#: ``password=...`` / ``password = 'quoted \\' value'`` in a keyword/value connection string
+_KEYWORD_SECRET = re.compile(rf"(?<![\w.&?])((?:{_SECRET})\s*=\s*)('(?:\\.|[^'\\])*'?|\S*)", re.IGNORECASE)
+
+
+def _mask(text: str) -> str:
+    """``text`` (a connection URL or string, or a message holding one) with every credential
+    libpq accepts replaced by ``***``: the password of ``user:password@``, the ``password``
+    and ``sslpassword`` URL parameters, and ``password=``/``sslpassword=`` keywords."""
+    if not isinstance(text, str):
+        return text
+    text = _URL_PASSWORD.sub(r"\1***@", text)
+    text = _QUERY_SECRET.sub(r"\1***", text)
+    return _KEYWORD_SECRET.sub(r"\1***", text)
 
 
 _SINK_OPTIONS = ("table", "mode", "key", "job")

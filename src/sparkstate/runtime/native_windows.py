@@ -55,11 +55,24 @@ def native_frame(spark: Any, job: Any, marker: bool, scratch_dir: str | None = N
     return out.select(*[F.col(n).cast(t).alias(n) for n, t in zip(schema.names, schema.types)])
 
 
-def build_native_query(job: Any, spark: Any, checkpoint: CheckpointDir, marker: bool) -> Any:
+def build_native_query(
+    job: Any,
+    spark: Any,
+    checkpoint: CheckpointDir,
+    marker: bool,
+    side_counts: dict[int, dict[str, int]] | None = None,
+    warnings: list[str] | None = None,
+) -> Any:
     """The configured ``DataStreamWriter`` of a native window job."""
+    from sparkstate.connectors.sinks import DatabaseSink
     from sparkstate.runtime.query import checkpointed, query_name
-    from sparkstate.runtime.spark_sinks import attach
+    from sparkstate.runtime.spark_sinks import attach, attach_dispatch
 
     out = native_frame(spark, job, marker, scratch_dir=checkpoint.list_source_dir)
-    writer = attach(job.sink_spec, out.writeStream.queryName(query_name(job.name)).outputMode("append"))
+    stream = out.writeStream.queryName(query_name(job.name)).outputMode("append")
+    if isinstance(job.sink_spec, DatabaseSink):  # its refused rows become dead letters
+        counts = side_counts if side_counts is not None else {}
+        writer = attach_dispatch(job, stream, checkpoint.side_output_dir, counts, warnings, split=False)
+    else:
+        writer = attach(job.sink_spec, stream)
     return checkpointed(writer, job, checkpoint)

@@ -77,10 +77,16 @@ def checkpointed(writer: Any, job: Job, checkpoint: CheckpointDir) -> Any:
 
 
 def build_query(
-    job: Job, spec: Any, spark: Any, checkpoint: CheckpointDir, side_counts: dict[int, dict[str, int]] | None = None
+    job: Job,
+    spec: Any,
+    spark: Any,
+    checkpoint: CheckpointDir,
+    side_counts: dict[int, dict[str, int]] | None = None,
+    warnings: list[str] | None = None,
 ) -> Any:
     """The configured ``DataStreamWriter`` of ``job``."""
     from sparkstate.runtime.spark_processor import GROUP_STATE_SCHEMA, KeyGroupFunction, KeyGroupProcessor
+    from sparkstate.connectors.sinks import DatabaseSink
     from sparkstate.runtime.spark_sinks import attach, attach_dispatch
     from sparkstate.runtime.spark_sources import spark_source
 
@@ -109,8 +115,10 @@ def build_query(
             timeoutConf="ProcessingTimeTimeout" if spec.needs_clock else "NoTimeout",
         )
     stream = out.writeStream.queryName(query_name(job.name))
-    if spec.side_outputs:
-        writer = attach_dispatch(job, stream, checkpoint.side_output_dir, side_counts if side_counts is not None else {})
+    if spec.side_outputs or isinstance(job.sink_spec, DatabaseSink):
+        # a database sink's refused rows become dead letters: it writes through the dispatch too
+        counts = side_counts if side_counts is not None else {}
+        writer = attach_dispatch(job, stream, checkpoint.side_output_dir, counts, warnings, split=bool(spec.side_outputs))
     else:
         writer = attach(job.sink_spec, stream)
     return checkpointed(writer, job, checkpoint)

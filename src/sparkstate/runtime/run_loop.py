@@ -140,9 +140,9 @@ def run_job(
     if chosen.path == NATIVE:
         from sparkstate.runtime.native_windows import build_native_query
 
-        writer = build_native_query(job, spark, checkpoint, marker)
+        writer = build_native_query(job, spark, checkpoint, marker, result.batch_side_outputs, result.warnings)
     else:
-        writer = build_query(job, spec, spark, checkpoint, result.batch_side_outputs)
+        writer = build_query(job, spec, spark, checkpoint, result.batch_side_outputs, result.warnings)
 
     recorder = CheckpointRecorder(checkpoint)
     seen = -1

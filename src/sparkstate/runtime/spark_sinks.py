@@ -26,7 +26,9 @@ import shutil
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from sparkstate.api.functions import DEAD_LETTERS
 from sparkstate.api.io import SinkSpec
+from sparkstate.api.schema import Schema
 from sparkstate.connectors import database
 from sparkstate.connectors.sinks import ConsoleSink, DatabaseSink, ForeachBatchSink, MemorySink, NoopSink, ParquetSink
 from sparkstate.engine.output import python_rows
@@ -41,13 +43,15 @@ class SparkSink(Protocol):
         """Configure ``writer`` (``df.writeStream``) to write the stream; returns the writer."""
         ...
 
-    def write_batch(self, df: Any, batch_id: int) -> None:
-        """Write one micro-batch's main rows (a batch DataFrame), idempotently."""
+    def write_batch(self, df: Any, batch_id: int) -> Any:
+        """Write one micro-batch's main rows (a batch DataFrame), idempotently; a database
+        sink returns its :class:`~sparkstate.connectors.database.BatchOutcome`."""
         ...
 
-    def write_side(self, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> None:
+    def write_side(self, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> Any:
         """Write one batch's rows of side output ``name`` (Python rows of ``schema``, a
-        :class:`~sparkstate.api.schema.Schema` or None), idempotently."""
+        :class:`~sparkstate.api.schema.Schema` or None), idempotently (returns as
+        ``write_batch``)."""
         ...
 
 
@@ -185,11 +189,14 @@ class _Database(_EachBatch):
 
     sink: DatabaseSink
 
-    def write_batch(self, df: Any, batch_id: int) -> None:
-        database.write(self.sink, df.toArrow(), batch_id)
+    def write_batch(self, df: Any, batch_id: int) -> Any:
+        return database.commit_batch(self.sink, df.toArrow(), batch_id)
 
-    def write_side(self, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> None:
-        database.write(self.sink, _side_table(rows, schema), batch_id)
+    def write_side(self, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> Any:
+        if name == DEAD_LETTERS.name:
+            # a dead letter is kept whatever it holds: text the database refuses (NUL) is stored escaped
+            rows = [{k: v.replace("\x00", "\\u0000") if isinstance(v, str) else v for k, v in r.items()} for r in rows]
+        return database.commit_batch(self.sink, _side_table(rows, schema), batch_id)
 
 
 def attach(sink: SinkSpec, writer: Any) -> Any:
@@ -206,6 +213,7 @@ def open_database_sinks(job: Any, checkpoint: CheckpointDir, native: bool) -> An
     job = database.bind_job_sinks(job)
     sinks = database.job_database_sinks(job, with_side_outputs=not native)
     if sinks:
+        database.dead_letter_sink(job)  # where refused rows would go: a name too long is refused now
         last, _ = checkpoint.last_committed_offset()
         for sink, schema in sinks:
             database.prepare(sink, schema, last)
@@ -215,37 +223,69 @@ def open_database_sinks(job: Any, checkpoint: CheckpointDir, native: bool) -> An
 # --------------------------------------------------------------------------- side outputs
 
 
-def attach_dispatch(job: Any, writer: Any, default_dir: str, counts: dict[int, dict[str, int]]) -> Any:
+def attach_dispatch(
+    job: Any,
+    writer: Any,
+    default_dir: str,
+    counts: dict[int, dict[str, int]],
+    warnings: list[str] | None = None,
+    split: bool = True,
+) -> Any:
     """Configure ``writer`` to split each batch into the main sink and the side-output sinks.
 
     Side outputs without a sink of their own go to a table beside the main one when the main
     sink is a database (``<table>_<name>``), else to Parquet under ``default_dir/<name>``;
-    ``counts[batch_id]`` gets the number of side rows written per side output.
+    ``counts[batch_id]`` gets the number of side rows written per side output. Rows a
+    database sink refuses join the batch's dead letters (written last); its warnings (a
+    replayed batch that differs from its first commit) go to ``warnings``. ``split=False``:
+    the batch has no side-output columns (a job without side outputs, or the native path).
     """
     from pyspark.sql import functions as F
 
     from sparkstate.runtime.spark_processor import SIDE_COLUMN, SIDE_ROW_COLUMN
 
-    names = job.side_output_names
+    names = job.side_output_names if split else ()
+    dead_name = DEAD_LETTERS.name
     schemas = {n: job.side_output_schema(n) for n in names}
-    sinks = {n: s or ParquetSink(os.path.join(default_dir, n)) for n, s in database.side_sinks(job).items()}
+    schemas.setdefault(dead_name, Schema.of(DEAD_LETTERS.schema))
+    sinks = {n: s or ParquetSink(os.path.join(default_dir, n)) for n, s in database.side_sinks(job).items() if n in names}
+    sinks.setdefault(dead_name, database.dead_letter_sink(job) or ParquetSink(os.path.join(default_dir, dead_name)))
     main = spark_sink(job.sink_spec)
     bindings = {n: spark_sink(s) for n, s in sinks.items()}
     discard = spark_sink(NoopSink())
+    notes = warnings if warnings is not None else []
 
     def dispatch(df: Any, batch_id: int) -> None:
         # computed once: a second evaluation would run the stateful operator again
-        df = df.persist()
+        if split:
+            df = df.persist()
         try:
-            side = df.where(F.col(SIDE_COLUMN).isNotNull()).select(SIDE_COLUMN, SIDE_ROW_COLUMN).toArrow()
-            main.write_batch(df.where(F.col(SIDE_COLUMN).isNull()).drop(SIDE_COLUMN, SIDE_ROW_COLUMN), batch_id)
+            refused: list[dict] = []
+
+            def took(outcome: Any) -> None:
+                if isinstance(outcome, database.BatchOutcome):
+                    refused.extend(outcome.refused)
+                    if outcome.warning:
+                        notes.append(outcome.warning)
+
             by_name: dict[str, list] = {n: [] for n in names}
-            for name, blob in zip(side.column(0).to_pylist(), side.column(1).to_pylist()):
-                by_name.setdefault(name, []).append(pickle.loads(blob))
+            if split:
+                side = df.where(F.col(SIDE_COLUMN).isNotNull()).select(SIDE_COLUMN, SIDE_ROW_COLUMN).toArrow()
+                took(main.write_batch(df.where(F.col(SIDE_COLUMN).isNull()).drop(SIDE_COLUMN, SIDE_ROW_COLUMN), batch_id))
+                for name, blob in zip(side.column(0).to_pylist(), side.column(1).to_pylist()):
+                    by_name.setdefault(name, []).append(pickle.loads(blob))
+            else:
+                took(main.write_batch(df, batch_id))
             for name, rows in by_name.items():
-                bindings.get(name, discard).write_side(name, rows, schemas.get(name), df.sparkSession, batch_id)
+                if name != dead_name:
+                    took(bindings.get(name, discard).write_side(name, rows, schemas.get(name), df.sparkSession, batch_id))
+            if refused or dead_name in by_name:
+                dead = by_name.setdefault(dead_name, [])
+                dead.extend(refused)
+                bindings[dead_name].write_side(dead_name, dead, schemas[dead_name], df.sparkSession, batch_id)
             counts[batch_id] = {name: len(rows) for name, rows in by_name.items()}
         finally:
-            df.unpersist()
+            if split:
+                df.unpersist()
 
     return writer.foreachBatch(dispatch)

@@ -55,11 +55,13 @@ class Db:
     def rows(self, table: str = "out", order: str = "1") -> list[tuple]:
         return self.sql(f'SELECT * FROM "{table}" ORDER BY {order}')
 
-    def markers(self, job: str = "job") -> list[tuple]:
-        """The batches the job committed ([] also when no marker table was ever committed)."""
+    def markers(self, job: str = "job", table: str = "out") -> list[tuple]:
+        """The batches the job committed to ``table`` ([] also when no marker table was ever committed)."""
         if "batch_id" not in self.column_types("sparkstate_batches"):
             return []
-        return self.sql("SELECT batch_id, rows FROM sparkstate_batches WHERE job = %s ORDER BY batch_id", (job,))
+        return self.sql(
+            "SELECT batch_id, rows FROM sparkstate_batches WHERE job = %s ORDER BY batch_id", (f"{job}@{table}",)
+        )
 
     def column_types(self, table: str) -> dict[str, str]:
         if self.kind == "postgresql":
@@ -122,7 +124,7 @@ def test_upsert_keeps_one_row_per_key_and_the_last_row_of_a_batch_wins(db):
     assert database.write(sink, payments(("m2", 2, 3.5), ("m3", 1, 1.0)), 1) == 2
     assert database.write(sink, payments(("m2", 99, 99.0)), 1) is None  # replay: skipped, not re-applied
     assert db.rows() == [("m1", 2, 7.0), ("m2", 2, 3.5), ("m3", 1, 1.0)]
-    assert db.markers() == [(0, 2), (1, 2)]
+    assert db.markers() == [(0, 3), (1, 2)]  # the rows each batch gave the sink
 
 
 def test_upsert_on_a_composite_key_and_on_key_only_rows(db):
@@ -134,11 +136,16 @@ def test_upsert_on_a_composite_key_and_on_key_only_rows(db):
     assert db.rows("keys") == [("a",), ("b",)]
 
 
-def test_upsert_refuses_a_null_key_and_writes_nothing(db):
+def test_upsert_turns_a_row_with_a_null_key_into_a_dead_letter_and_writes_the_rest(db):
     sink = db.sink(mode="upsert", key=("merchant_id",))
-    with pytest.raises(SinkError, match="key column merchant_id is null in 1 rows of batch 3"):
-        database.write(sink, payments(("m1", 1, 5.0), (None, 1, 1.0)), 3)
-    assert db.markers() == []
+    outcome = database.commit_batch(sink, payments(("m1", 1, 5.0), (None, 1, 1.0)), 3)
+    assert outcome.rows == 1 and db.rows() == [("m1", 1, 5.0)] and db.markers() == [(3, 2)]
+    (dead,) = outcome.refused
+    assert json.loads(dead["raw"]) == {"merchant_id": None, "count": 1, "total": 1.0}
+    assert "key column merchant_id is null" in dead["reason"] and "batch 3" in dead["reason"]
+    # the replay finds the same dead letter without writing anything
+    again = database.commit_batch(sink, payments(("m1", 1, 5.0), (None, 1, 1.0)), 3)
+    assert again.rows is None and again.refused == outcome.refused and again.warning is None
 
 
 def test_the_table_is_created_from_the_output_schema(db):
@@ -224,11 +231,11 @@ def test_doubles_keep_every_bit(db):
     assert [r[1] for r in db.rows("doubles")] == values
 
 
-def test_an_empty_batch_writes_nothing(db):
+def test_an_empty_batch_writes_its_marker(db):
     sink = db.sink()
     assert database.write(sink, payments(), 0) == 0
-    database.prepare(sink, PAYMENTS, None)
-    assert db.markers() == [] and db.rows() == []
+    assert db.markers() == [(0, 0)] and db.rows() == []
+    assert database.write(sink, payments(), 0) is None  # and its replay is recognised
 
 
 # --------------------------------------------------------------------------- faults
@@ -296,7 +303,7 @@ def test_markers_ahead_of_the_checkpoint_are_refused(db):
     with pytest.raises(SinkError) as failure:
         database.prepare(sink, PAYMENTS, None)
     message = str(failure.value)
-    assert "already holds batches up to 1 of job 'job'" in message and "has committed no batch" in message
+    assert "already holds batches up to 1 of writer 'job@out'" in message and "has committed no batch" in message
     assert "job=" in message and "--fresh" in message
     database.reset(sink)  # what --fresh does
     database.prepare(sink, PAYMENTS, None)

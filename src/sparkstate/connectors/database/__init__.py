@@ -8,15 +8,26 @@ once, in one transaction with a ``(job, batch_id)`` marker.
 """
 
 from sparkstate.connectors.database.dialects import Column, Dialect, dialect_of, quote, upsert_statement
-from sparkstate.connectors.database.job_sinks import bind_job_sinks, job_database_sinks, side_sinks
-from sparkstate.connectors.database.protocol import MARKER_TABLE, count_rows, prepare, reset, write
+from sparkstate.connectors.database.job_sinks import bind_job_sinks, dead_letter_sink, job_database_sinks, side_sinks
+from sparkstate.connectors.database.protocol import (
+    MARKER_TABLE,
+    BatchOutcome,
+    commit_batch,
+    count_rows,
+    prepare,
+    reset,
+    write,
+)
 
 __all__ = [
     "MARKER_TABLE",
+    "BatchOutcome",
     "Column",
     "Dialect",
     "bind_job_sinks",
+    "commit_batch",
     "count_rows",
+    "dead_letter_sink",
     "dialect_of",
     "job_database_sinks",
     "prepare",

@@ -51,15 +51,28 @@ def json_default(value: Any) -> Any:
     return str(value)  # Decimal and anything else exact as text
 
 
-def nested_as_json(data: pa.Table) -> pa.Table:
-    """``data`` with its nested columns (structs, maps, lists) as JSON text."""
+def nested_as_json(data: pa.Table, refused: dict[int, str] | None = None) -> pa.Table:
+    """``data`` with its nested columns (structs, maps, lists) as JSON text.
+
+    JSON has no NaN or infinity: a value holding one is refused (its row's index goes into
+    ``refused`` with the reason, and its cell is left null) rather than written as text that
+    no JSON reader accepts.
+    """
     for i, f in enumerate(data.schema):
         if is_nested(f.type):
             values = data.column(i).to_pylist()
             ready = json_ready(f.type)
             if ready is not None:
                 values = [None if v is None else ready(v) for v in values]
-            encode = json.JSONEncoder(default=json_default, ensure_ascii=False).encode  # one encoder, not one a value
-            texts = [None if v is None else encode(v) for v in values]
+            # one encoder, not one a value
+            encode = json.JSONEncoder(default=json_default, ensure_ascii=False, allow_nan=False).encode
+            texts = []
+            for row, v in enumerate(values):
+                try:
+                    texts.append(None if v is None else encode(v))
+                except ValueError:  # NaN or infinity
+                    texts.append(None)
+                    if refused is not None:
+                        refused.setdefault(row, f"column {f.name} holds NaN or infinity, which JSON cannot represent")
             data = data.set_column(i, f.name, pa.array(texts, pa.string()))
     return data

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkstate.connectors.database.arrow import is_nested, utc_wall_clock
-from sparkstate.connectors.sinks import PostgresSink, SqliteSink, _mask
+from sparkstate.connectors.sinks import POSTGRES_NAME_BYTES, PostgresSink, SqliteSink, _mask
 from sparkstate.errors import SinkError
 
 
@@ -68,6 +68,10 @@ class Dialect:
     errors: tuple[type[BaseException], ...] = ()
     #: column type and default of the marker's commit time
     now_column = ""
+    #: the longest name (in bytes) the database keeps whole, or None
+    name_bytes: int | None = None
+    #: whether text refuses the NUL character (and JSON its escape, ``\\u0000``)
+    refuses_nul = False
 
     def where(self, sink: Any) -> str:
         raise NotImplementedError
@@ -132,6 +136,8 @@ def _sql_type_name(t: pa.DataType, names: dict[str, str]) -> str:
 class PostgresDialect(Dialect):
     label = "PostgreSQL"
     param = "%s"
+    name_bytes = POSTGRES_NAME_BYTES
+    refuses_nul = True
     now_column = "timestamp with time zone NOT NULL DEFAULT now()"
     _types = {
         "boolean": "boolean", "smallint": "smallint", "integer": "integer", "bigint": "bigint",

@@ -34,6 +34,19 @@ def side_sinks(job: Any) -> dict[str, Any]:
     }
 
 
+def dead_letter_sink(job: Any) -> Any:
+    """Where a bound job's dead letters go, also the rows a database sink refuses when the
+    job has no dead-letter output of its own: its own sink, or a table beside a database
+    main sink (``<table>_dead_letters``); None when neither applies (the caller's default)."""
+    from sparkstate.api.functions import DEAD_LETTERS
+
+    own = dict(job.side_sinks).get(DEAD_LETTERS.name)
+    if own is not None:
+        return own
+    main = job.sink_spec
+    return main.side_table(DEAD_LETTERS.name) if isinstance(main, DatabaseSink) else None
+
+
 def job_database_sinks(job: Any, with_side_outputs: bool = True) -> list[tuple[Any, pa.Schema | None]]:
     """The database sinks of a bound job, each with the Arrow schema of what it receives."""
     out = []

@@ -4,7 +4,8 @@ Flink's two-phase-commit sinks make a checkpoint's output visible only when the 
 completes. Spark's contract is the mirror image: a micro-batch whose commit was not recorded
 is run again after a restart with the *same* ``batch_id`` (``foreachBatch`` may see a batch id
 twice). So every micro-batch is written in one database transaction that holds both its rows
-and a marker row ``(job, batch_id)`` in ``sparkstate_batches``:
+and a marker row ``(job, batch_id)`` in ``sparkstate_batches``, whose ``job`` is the writer's
+identity ``<job name>@<table>`` (:attr:`DatabaseSink.marker`):
 
 1. insert the marker (``ON CONFLICT DO NOTHING``); if it was already there, the batch was
    committed by an earlier attempt: roll back and skip it;
@@ -14,8 +15,13 @@ and a marker row ``(job, batch_id)`` in ``sparkstate_batches``:
 A reader of the table therefore sees each batch's effect exactly once, whatever crashed
 where. The table is created from the job's output schema when missing, and an existing table
 is checked against it first, with an error that names the missing, mistyped and unfillable
-columns and how to fix them. Batches without rows write nothing (replaying one writes
-nothing either).
+columns and how to fix them. Batches without rows write their marker too, so that the
+markers account for every batch the checkpoint committed.
+
+A row the database would refuse on every attempt (a NUL character in text, NaN in a JSON
+value, a null upsert key) is not written: it comes back as a dead letter (the row and the
+reason) for the job's dead-letter output, and the batch goes on. The refusals are found
+before anything is sent, from the values alone, so a replayed batch finds the same ones.
 
 The dialects (``dialects.py``) differ only in how they connect, name types, read the catalog
 and load rows (PostgreSQL: ``COPY``; SQLite: ``executemany``).
@@ -23,19 +29,34 @@ and load rows (PostgreSQL: ``COPY``; SQLite: ``executemany``).
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkstate.connectors.database.arrow import nested_as_json
+from sparkstate.connectors.database.arrow import is_nested, json_default, nested_as_json
 from sparkstate.connectors.database.dialects import Dialect, dialect_of, first_line, quote, quote_column
-from sparkstate.connectors.sinks import DatabaseSink
+from sparkstate.connectors.sinks import MARKER_TABLE, DatabaseSink
 from sparkstate.errors import SinkError
 
-MARKER_TABLE = "sparkstate_batches"
+log = logging.getLogger("sparkstate.sinks")
+
+
+@dataclass
+class BatchOutcome:
+    """What writing one micro-batch did."""
+
+    #: rows written, or None when the batch had been committed before (a replay, skipped)
+    rows: int | None
+    #: rows not written, as dead letters ``{"raw": the row as JSON, "reason": why}``
+    refused: list[dict] = field(default_factory=list)
+    #: a replayed batch whose rows differ in number from its first commit's
+    warning: str | None = None
 
 
 @contextmanager
@@ -57,7 +78,7 @@ def _session(sink: Any, doing: str) -> Iterator[tuple[Dialect, Any]]:
             if dialect.lost(conn, exc):
                 raise SinkError(
                     f"lost the connection to {dialect.where(sink)} while {doing}: {first_line(exc)}; "
-                    "nothing of it was committed, and a restart writes it again"
+                    "nothing of it was committed, and the next run writes it again"
                 ) from None
             raise SinkError(
                 f"{dialect.where(sink)} refused {doing}: {first_line(exc)}; nothing of it was committed"
@@ -81,6 +102,15 @@ def _ensure_marker_table(dialect: Dialect, conn: Any) -> None:
 def _ensure_table(dialect: Dialect, conn: Any, sink: Any, schema: pa.Schema) -> None:
     """Create the sink's table from ``schema``, or check that the existing one fits it."""
     wanted = {f.name: dialect.sql_type(f.type) for f in schema}
+    limit = dialect.name_bytes
+    too_long = [n for n in wanted if limit is not None and len(n.encode()) > limit]
+    if too_long:
+        raise SinkError(
+            f"{sink.describe()}: output column {too_long[0]!r} is {len(too_long[0].encode())} bytes long; "
+            f"{dialect.label} keeps only the first {limit} bytes of a name, so the column would be created under "
+            "a shorter name, which no later batch would find. Rename the column in the job's output schema "
+            f"(at most {limit} bytes); nothing was written"
+        )
     missing_key = [k for k in sink.key if k not in wanted]
     if missing_key:
         raise SinkError(
@@ -126,80 +156,179 @@ def _ensure_table(dialect: Dialect, conn: Any, sink: Any, schema: pa.Schema) -> 
         )
 
 
-def _storable(data: pa.Table, sink: Any, batch_id: int) -> pa.Table:
-    """The batch as the database stores it: nested values as JSON text, and for upsert one
-    row per key (the last one: a key's later rows of a batch supersede its earlier ones)."""
-    data = nested_as_json(data)
-    if sink.mode != "upsert":
-        return data
-    for k in sink.key:
-        if k in data.column_names and data.column(k).null_count:
-            raise SinkError(
-                f"{sink.describe()}: key column {k} is null in {data.column(k).null_count} rows of batch {batch_id}; "
-                "upsert needs a value in every key column"
-            )
-    row = "__sparkstate_row"
-    indexed = data.append_column(row, pa.array(range(data.num_rows), pa.int64()))
-    last = indexed.group_by(list(sink.key), use_threads=False).aggregate([(row, "max")])
-    if last.num_rows == data.num_rows:
-        return data
-    keep = last.column(f"{row}_max")
-    return data.take(pc.take(keep, pc.sort_indices(keep)))  # in arrival order
+def _refused_rows(dialect: Dialect, sink: Any, data: pa.Table) -> dict[int, str]:
+    """The rows of ``data`` that the database would refuse on every attempt, by index, with
+    the reason (before JSON encoding: NUL characters in text, null upsert keys)."""
+    refused: dict[int, str] = {}
+
+    def refuse(mask: Any, reason: str) -> None:
+        for i in pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist():
+            refused.setdefault(i, reason)
+
+    if sink.mode == "upsert":
+        for k in sink.key:
+            if k in data.column_names:
+                refuse(pc.is_null(data.column(k)), f"key column {k} is null, and upsert needs a value in every key column")
+    if dialect.refuses_nul:
+        for f, column in zip(data.schema, data.columns):
+            if pa.types.is_string(f.type) or pa.types.is_large_string(f.type):
+                refuse(
+                    pc.match_substring(column, "\x00"),
+                    f"column {f.name} holds a NUL character (\\x00), which {dialect.label} text cannot store",
+                )
+    return refused
 
 
-def prepare(sink: Any, schema: pa.Schema | None, last_committed: int | None) -> None:
+#: a NUL character in JSON text: ``\u0000`` not itself escaped (``\\u0000`` is a backslash and "u0000")
+_JSON_NUL = r"(^|[^\\])(\\\\)*\\u0000"
+
+
+def _storable(dialect: Dialect, sink: Any, data: pa.Table, batch_id: int) -> tuple[pa.Table, list[dict]]:
+    """The batch as the database stores it (nested values as JSON text, and for upsert one
+    row per key, the last: a key's later rows of a batch supersede its earlier ones), and the
+    rows it would refuse, as dead letters."""
+    refused = _refused_rows(dialect, sink, data)
+    nested = [f.name for f in data.schema if is_nested(f.type)]
+    stored = nested_as_json(data, refused)
+    if dialect.refuses_nul:
+        for name in nested:
+            mask = pc.match_substring_regex(stored.column(name), _JSON_NUL)
+            for i in pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist():
+                refused.setdefault(
+                    i, f"column {name} holds a NUL character (\\u0000 in JSON), which {dialect.label} jsonb cannot store"
+                )
+    dead = []
+    if refused:
+        keep = pa.array([i not in refused for i in range(data.num_rows)])
+        where = f"table {sink.table} in {dialect.where(sink)}"
+        for i in sorted(refused):
+            row = data.slice(i, 1).to_pylist()[0]
+            raw = json.dumps(row, default=json_default, ensure_ascii=False)
+            dead.append({"raw": raw, "reason": f"{where} cannot store this row of batch {batch_id}: {refused[i]}"})
+        stored = stored.filter(keep)
+    if sink.mode != "upsert" or stored.num_rows == 0:
+        return stored, dead
+    row_index = "__sparkstate_row"
+    indexed = stored.append_column(row_index, pa.array(range(stored.num_rows), pa.int64()))
+    last = indexed.group_by(list(sink.key), use_threads=False).aggregate([(row_index, "max")])
+    if last.num_rows == stored.num_rows:
+        return stored, dead
+    keep_last = last.column(f"{row_index}_max")
+    return stored.take(pc.take(keep_last, pc.sort_indices(keep_last))), dead  # in arrival order
+
+
+def _top_marker(dialect: Dialect, conn: Any, identity: str) -> int | None:
+    return conn.execute(f"SELECT max(batch_id) FROM {MARKER_TABLE} WHERE job = {dialect.param}", (identity,)).fetchone()[0]
+
+
+def _adopt_legacy_markers(dialect: Dialect, conn: Any, sink: Any) -> bool:
+    """Markers written before the identity named the table (``job`` alone) become this
+    sink's, copied (another table's writer of the same job name may need them too)."""
+    p = dialect.param
+    copied = conn.execute(
+        f"INSERT INTO {MARKER_TABLE} (job, batch_id, rows, committed_at) "
+        f"SELECT {p}, batch_id, rows, committed_at FROM {MARKER_TABLE} WHERE job = {p}",
+        (sink.marker, sink.job),
+    ).rowcount
+    return bool(copied)
+
+
+def prepare(sink: Any, schema: pa.Schema | None, last_committed: int | None, every_batch: bool = True) -> None:
     """Check a sink before a job's first batch: the database is reachable, the marker table
     exists, the table exists or is created from ``schema`` and fits it, and the markers agree
     with the checkpoint (``last_committed``: its last committed batch id, or None).
 
-    A marker beyond ``last_committed + 1`` means this job identity already wrote batches that
+    A marker beyond ``last_committed + 1`` means this writer already wrote batches that
     this checkpoint has not run (another checkpoint, or one deleted since): its batches with
-    those ids would be skipped as replays, so the run is refused instead.
+    those ids would be skipped as replays, so the run is refused instead. A sink that gets
+    ``every_batch`` (each batch writes its marker, even an empty one) must also hold the
+    marker of ``last_committed``: without it the database lost committed batches (restored
+    from an older backup), and the run is refused rather than going on with a gap.
     """
     with _session(sink, f"preparing table {sink.table}") as (dialect, conn):
         dialect.begin(conn)
         _ensure_marker_table(dialect, conn)
         if schema is not None:
             _ensure_table(dialect, conn, sink, schema)
-        p = dialect.param
-        top = conn.execute(f"SELECT max(batch_id) FROM {MARKER_TABLE} WHERE job = {p}", (sink.job,)).fetchone()[0]
+        top = _top_marker(dialect, conn, sink.marker)
+        adopted = top is None and last_committed is not None and _adopt_legacy_markers(dialect, conn, sink)
+        if adopted:
+            top = _top_marker(dialect, conn, sink.marker)
         if top is not None and (last_committed is None or top > last_committed + 1):
             have = "has committed no batch" if last_committed is None else f"has committed batches up to {last_committed}"
             raise SinkError(
-                f"{dialect.where(sink)} already holds batches up to {top} of job {sink.job!r} (table {sink.table}), "
-                f"but the checkpoint {have}: they came from another checkpoint, and this run's batches with the same "
-                "ids would be skipped. Give this run another job name (job=...), or remove the old output "
-                f"(DELETE FROM {MARKER_TABLE} WHERE job = '{sink.job}' and the table's rows; `sparkstate run --fresh` "
-                "drops both)"
+                f"{dialect.where(sink)} already holds batches up to {top} of writer {sink.marker!r} "
+                f"(job {sink.job!r}, table {sink.table}), but the checkpoint {have}: they came from another "
+                "checkpoint, and this run's batches with the same ids would be skipped. Give this run another job "
+                f"name (job=...), or remove the old output (DELETE FROM {MARKER_TABLE} WHERE job = '{sink.marker}' "
+                "and the table's rows; `sparkstate run --fresh` drops both)"
+            )
+        if every_batch and not adopted and last_committed is not None and (top is None or top < last_committed):
+            held = "no marker" if top is None else f"markers up to batch {top} only"
+            raise SinkError(
+                f"{dialect.where(sink)} holds {held} of writer {sink.marker!r} (table {sink.table}), but the "
+                f"checkpoint has committed batches up to {last_committed}, each written with its marker: the database "
+                "lost batches the checkpoint counts as written (restored from an older backup?), and going on would "
+                "leave their rows missing for good. Restore the database, or start over (`sparkstate run --fresh`, or "
+                "a new checkpoint and table). If the table is new to this checkpoint and is meant to start now, "
+                f"record that: INSERT INTO {MARKER_TABLE} (job, batch_id, rows) VALUES ('{sink.marker}', "
+                f"{last_committed}, 0)"
             )
         conn.commit()
 
 
-def write(sink: Any, data: pa.Table, batch_id: int) -> int | None:
-    """Write micro-batch ``batch_id`` in one transaction with its marker.
-
-    Returns the rows written, or None when the batch had been committed before (a replay,
-    skipped). A batch without rows writes nothing.
-    """
-    if data.num_rows == 0:
-        return 0
+def commit_batch(sink: Any, data: pa.Table, batch_id: int) -> BatchOutcome:
+    """Write micro-batch ``batch_id`` in one transaction with its marker (an empty batch
+    writes its marker alone). Rows the database would refuse come back as dead letters; a
+    replay (the marker is there) writes nothing and warns when its row count differs from
+    the first commit's."""
     schema = data.schema  # the table is checked against the output's types, before JSON encoding
-    data = _storable(data, sink, batch_id)
+    received = data.num_rows
     with _session(sink, f"writing batch {batch_id} to table {sink.table}") as (dialect, conn):
+        stored, dead = _storable(dialect, sink, data, batch_id)
         dialect.begin(conn)
         _ensure_marker_table(dialect, conn)
         _ensure_table(dialect, conn, sink, schema)
         p = dialect.param
         new = conn.execute(
             f"INSERT INTO {MARKER_TABLE} (job, batch_id, rows) VALUES ({p}, {p}, {p}) ON CONFLICT (job, batch_id) DO NOTHING",
-            (sink.job, batch_id, data.num_rows),
+            (sink.marker, batch_id, received),
         ).rowcount
         if new != 1:
+            first = conn.execute(
+                f"SELECT rows FROM {MARKER_TABLE} WHERE job = {p} AND batch_id = {p}", (sink.marker, batch_id)
+            ).fetchone()[0]
             conn.rollback()
-            return None
-        dialect.insert(conn, sink, data)
-        conn.commit()
-    return data.num_rows
+            if first == received:
+                return BatchOutcome(None, dead)
+            warning = (
+                f"batch {batch_id} ran again with {received} rows for table {sink.table}, but its first commit had "
+                f"{first}: the source gave this batch different input the second time (it is not replayable), or the "
+                "job's output depends on processing time. The table keeps the first commit's rows; this run's were "
+                "skipped"
+            )
+            log.warning(warning)
+            return BatchOutcome(None, dead, warning)
+        if stored.num_rows:
+            dialect.insert(conn, sink, stored)
+        try:
+            conn.commit()
+        except dialect.errors as exc:
+            if not dialect.lost(conn, exc):
+                raise
+            raise SinkError(
+                f"lost the connection to {dialect.where(sink)} while committing batch {batch_id} to table "
+                f"{sink.table}: {first_line(exc)}. Whether the commit went through is unknown; the next run settles "
+                f"it: it finds the batch's marker in {MARKER_TABLE} if the commit went through (and skips the batch), "
+                "and writes the batch again if not"
+            ) from None
+    return BatchOutcome(stored.num_rows, dead)
+
+
+def write(sink: Any, data: pa.Table, batch_id: int) -> int | None:
+    """Write micro-batch ``batch_id`` (see :func:`commit_batch`); returns the rows written,
+    or None when the batch had been committed before (a replay, skipped)."""
+    return commit_batch(sink, data, batch_id).rows
 
 
 def reset(sink: Any) -> None:
@@ -208,7 +337,7 @@ def reset(sink: Any) -> None:
         dialect.begin(conn)
         _ensure_marker_table(dialect, conn)
         conn.execute(f"DROP TABLE IF EXISTS {quote(sink.table)}")
-        conn.execute(f"DELETE FROM {MARKER_TABLE} WHERE job = {dialect.param}", (sink.job,))
+        conn.execute(f"DELETE FROM {MARKER_TABLE} WHERE job = {dialect.param}", (sink.marker,))
         conn.commit()
 
 
