@@ -239,8 +239,11 @@ class PostgresSink(DatabaseSink):
             psycopg.conninfo.conninfo_to_dict(self.url)
         except psycopg.Error as exc:
             # libpq quotes the text it could not read, which may be a piece of a password
-            problem = re.sub(r'after "[^"]*"', "after a word", _mask(str(exc)))
-            raise JobDefinitionError(f"PostgresSink: cannot read the URL {_mask(self.url)!r}: {problem}") from None
+            # libpq quotes the text it could not read, which may be a piece of a password, and so
+            # may be what follows a keyword string's password (``password=se cret``)
+            problem = re.sub(r'after "[^"]*"', "after a word", _mask(str(exc))).strip()
+            shown = repr(_mask(self.url)) if "://" in self.url else "(a keyword string, not shown: it may hold a password)"
+            raise JobDefinitionError(f"PostgresSink: cannot read the URL {shown}: {problem}") from None
 
     def _check_table(self, table: str) -> None:
         from sparkstate.errors import JobDefinitionError

@@ -443,3 +443,211 @@ def test_sinks_bind_to_the_job_and_side_outputs_get_their_own_tables(tmp_path):
     }
     # without a database main sink, side outputs keep their default (Parquet in the checkpoint)
     assert database.side_sinks(database.bind_job_sinks(job.sink(MemorySink())))["late_data"] is None
+
+
+# --------------------------------------------------------------------------- rows a database refuses
+
+
+def test_rows_the_database_cannot_store_become_dead_letters_and_the_batch_goes_on(db):
+    """PostgreSQL refuses NUL in text and in JSON; JSON has no NaN or infinity (neither
+    database gets text that no JSON reader accepts). Each such row is a dead letter with
+    the row and the reason; the others are written, with the batch's marker."""
+    data = pa.table({
+        "k": pa.array(["good", "nul", "nan", "inf", "json-nul", "escaped"]),
+        "note": pa.array(["ok", "a\x00b", "ok", "ok", "ok", "ok"]),
+        "m": pa.array(
+            [[("x", 1.0)], [("x", 1.0)], [("x", float("nan"))], [("x", float("-inf"))], [("x\x00y", 2.0)], [("\\u0000", 3.0)]],
+            pa.map_(pa.string(), pa.float64()),
+        ),
+    })
+    sink = db.sink()
+    outcome = database.commit_batch(sink, data, 5)
+    reasons = {json.loads(d["raw"])["k"]: d["reason"] for d in outcome.refused}
+    refused_by_both = {"nan", "inf"}
+    if db.kind == "postgresql":
+        assert set(reasons) == refused_by_both | {"nul", "json-nul"}
+        assert "column note holds a NUL character" in reasons["nul"]
+        assert "column m holds a NUL character (\\u0000 in JSON)" in reasons["json-nul"]
+    else:  # SQLite stores NUL characters
+        assert set(reasons) == refused_by_both
+    assert "column m holds NaN or infinity" in reasons["nan"] and "batch 5" in reasons["nan"]
+    assert "table out in " in reasons["nan"]
+    written = {r[0] for r in db.rows()}
+    assert written == {"good", "nul", "json-nul", "escaped"} - set(reasons)
+    assert outcome.rows == len(written) and db.markers() == [(5, 6)]
+    # the raw record keeps the row's values, NUL shown as JSON's \u0000
+    if db.kind == "postgresql":
+        assert json.loads(next(d["raw"] for d in outcome.refused if "note holds" in d["reason"]))["note"] == "a\x00b"
+
+
+def test_a_replayed_batch_with_other_rows_is_skipped_with_a_warning_naming_it(db):
+    sink = db.sink()
+    assert database.commit_batch(sink, payments(("m1", 1, 5.0), ("m2", 1, 2.5)), 4).warning is None
+    same = database.commit_batch(sink, payments(("m1", 1, 5.0), ("m2", 1, 2.5)), 4)
+    assert same.rows is None and same.warning is None
+    other = database.commit_batch(sink, payments(("m1", 1, 5.0)), 4)  # a source that is not replayable
+    assert other.rows is None
+    assert "batch 4 ran again with 1 rows for table out, but its first commit had 2" in other.warning
+    assert db.markers() == [(4, 2)] and len(db.rows()) == 2
+
+
+# --------------------------------------------------------------------------- marker identity and gaps
+
+
+def test_two_tables_of_one_job_name_keep_their_batches_apart(db):
+    a, b = db.sink(table="a"), db.sink(table="b")
+    for sink in (a, b):
+        database.prepare(sink, PAYMENTS, None)
+    assert database.write(a, payments(("m1", 1, 5.0)), 0) == 1
+    assert database.write(b, payments(("m2", 1, 6.0)), 0) == 1  # not skipped as a's batch 0
+    assert db.rows("a") == [("m1", 1, 5.0)] and db.rows("b") == [("m2", 1, 6.0)]
+    assert db.markers(table="a") == [(0, 1)] and db.markers(table="b") == [(0, 1)]
+    database.reset(a)  # --fresh on one deployment leaves the other's markers
+    assert db.markers(table="a") == [] and db.markers(table="b") == [(0, 1)]
+
+
+def test_markers_of_the_job_name_alone_are_adopted_by_a_running_checkpoint(db):
+    """Markers written before the identity named the table carry on: a checkpoint that has
+    committed batches takes them (copied), so its replay of the next batch is recognised."""
+    database.prepare(db.sink(), PAYMENTS, None)
+    for batch in (0, 1):
+        db.sql("INSERT INTO sparkstate_batches (job, batch_id, rows) VALUES ('job', %s, 1)", (batch,))
+    sink = db.sink()
+    database.prepare(sink, PAYMENTS, 0)
+    assert db.markers() == [(0, 1), (1, 1)]
+    assert database.write(sink, payments(("m1", 1, 5.0)), 1) is None
+    # a new checkpoint does not inherit them
+    other = db.sink(table="other")
+    database.prepare(other, PAYMENTS, None)
+    assert db.markers(table="other") == []
+
+
+def test_a_checkpoint_ahead_of_the_markers_is_refused(db):
+    sink = db.sink()
+    database.prepare(sink, PAYMENTS, None)
+    for batch in range(3):
+        database.write(sink, payments() if batch == 1 else payments(("m1", batch, 1.0)), batch)
+    database.prepare(sink, PAYMENTS, 2)
+    database.prepare(sink, PAYMENTS, 1)  # batch 2 written, its commit in Spark's log not yet
+    # the database restored from a backup taken after batch 0
+    db.sql("DELETE FROM sparkstate_batches WHERE batch_id > 0")
+    with pytest.raises(SinkError) as failure:
+        database.prepare(sink, PAYMENTS, 2)
+    message = str(failure.value)
+    assert "holds markers up to batch 0 only of writer 'job@out'" in message
+    assert "checkpoint has committed batches up to 2" in message and "older backup" in message
+    assert "INSERT INTO sparkstate_batches (job, batch_id, rows) VALUES ('job@out', 2, 0)" in message
+    db.sql("DELETE FROM sparkstate_batches")
+    with pytest.raises(SinkError, match="holds no marker of writer 'job@out'"):
+        database.prepare(sink, PAYMENTS, 2)
+    # a sink that only gets some batches (refused rows' dead letters) is not held to every batch
+    database.prepare(sink, PAYMENTS, 2, every_batch=False)
+    db.sql("INSERT INTO sparkstate_batches (job, batch_id, rows) VALUES ('job@out', 2, 0)")  # what the message says
+    database.prepare(sink, PAYMENTS, 2)
+
+
+# --------------------------------------------------------------------------- tables and names
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("postgresql://u@h/db?table=pg_temp.x", "pg_temp is a temporary schema"),
+        ("postgresql://u@h/db?table=pg_temp_3.x", "pg_temp_3 is a temporary schema"),
+        ("sqlite:///tmp/x.db?table=temp.x", "temp is a temporary schema"),
+        ("sqlite:///tmp/x.db?table=TEMP.x", "TEMP is a temporary schema"),
+        ("postgresql://u@h/db?table=sparkstate_batches", "sparkstate_batches is the table of sparkstate's batch markers"),
+        ("sqlite:///tmp/x.db?table=main.Sparkstate_Batches", "the table of sparkstate's batch markers"),
+        ("postgresql://u@h/db?table=" + "t" * 64, "is 64 bytes; PostgreSQL keeps only the first 63"),
+    ],
+)
+def test_tables_that_would_lose_rows_are_refused(spec, message):
+    with pytest.raises(JobDefinitionError, match=message):
+        parse_sink(spec)
+
+
+def test_postgresql_names_over_63_bytes_are_refused_before_anything_is_written(postgres_db):
+    # a table of 51 bytes is fine, but its dead letters' table would be 64: refused when bound
+    main = PostgresSink(postgres_db, table="t" * 51, job="job")
+    with pytest.raises(JobDefinitionError, match="table name 't+_dead_letters' is 64 bytes.*at most 50 bytes"):
+        main.side_table("dead_letters")
+    assert SqliteSink("x.db", table="t" * 100).side_table("dead_letters").table == "t" * 100 + "_dead_letters"
+    db = Db("postgresql", postgres_db)
+    long_column = "c" * 64
+    schema = pa.schema([("k", pa.string()), (long_column, pa.int64())])
+    with pytest.raises(SinkError, match=f"output column '{long_column}' is 64 bytes long; PostgreSQL keeps only"):
+        database.prepare(db.sink(), schema, None)
+    assert "out" not in db.column_types("out") and db.markers() == []
+    database.prepare(db.sink(), pa.schema([("é" * 31, pa.int64())]), None)  # 62 bytes: fine
+
+
+def test_a_connection_lost_while_committing_says_the_outcome_is_unknown(postgres_db):
+    """The commit runs a deferred constraint trigger that sleeps; the server ends the
+    connection then. Whether the commit went through is unknown to the sink, and the message
+    says so (the marker settles it on the re-run)."""
+    import psycopg
+
+    db = Db("postgresql", postgres_db)
+    sink = db.sink()
+    database.prepare(sink, PAYMENTS, None)
+    db.sql("CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(30); RETURN NULL; END $$")
+    db.sql('CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON "out" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow()')
+    failure: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            database.write(sink, payments(("m1", 1, 5.0)), 0)
+        except BaseException as exc:
+            failure.append(exc)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    with psycopg.connect(postgres_db, autocommit=True) as watcher:
+        for _ in range(200):
+            sleeping = watcher.execute(
+                "SELECT pid FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname = current_database()"
+            ).fetchall()
+            if sleeping:
+                break
+            time.sleep(0.05)
+        assert sleeping, "the commit never ran the trigger"
+        watcher.execute("SELECT pg_terminate_backend(%s)", (sleeping[0][0],))
+    writer.join(30)
+    assert len(failure) == 1 and isinstance(failure[0], SinkError)
+    message = " ".join(str(failure[0]).split())
+    assert "while committing batch 0 to table out" in message and "is unknown" in message
+    assert "nothing of it was committed" not in message and "marker" in message
+
+
+# --------------------------------------------------------------------------- secrets
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://app:S3cret@h:5432/db",
+        "postgresql://app@h:5432/db?password=S3cret",
+        "postgresql://app@h:5432/db?sslmode=require&sslpassword=S3cret&connect_timeout=3",
+        "host=h port=5432 dbname=db user=app password=S3cret",
+        "host=h dbname=db password = 'S3 cret \\' more' user=app",
+        "host=h dbname=db sslpassword=S3cret",
+    ],
+)
+def test_every_credential_form_libpq_takes_is_masked_in_descriptions_and_reprs(url):
+    from sparkstate.connectors.sinks import _mask
+
+    sink = PostgresSink(url, table="out", job="job")
+    job = Job("j").sink(sink)
+    for text in (sink.describe(), repr(sink), repr(job), _mask(url), str(sink)):
+        assert "S3" not in text and "cret" not in text, text
+    assert "***" in sink.describe()
+    assert "db" in repr(sink) and "postgresql://" not in repr(sink)  # no URL in the repr at all
+
+
+def test_a_url_libpq_cannot_read_is_reported_without_its_password():
+    with pytest.raises(JobDefinitionError) as failure:
+        PostgresSink("host=h password=S3c ret", table="out")  # unquoted: "ret" is a word without "="
+    assert "S3c" not in str(failure.value) and "ret" not in str(failure.value)
+    with pytest.raises(JobDefinitionError) as failure:
+        PostgresSink("postgresql://app:S3cret@h/db?bogus=1", table="out")
+    assert "S3cret" not in str(failure.value) and "app:***@h/db" in str(failure.value)
