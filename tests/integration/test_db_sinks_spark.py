@@ -16,7 +16,16 @@ import pytest
 from postgres_server import LocalPostgres, closed_port
 from spark_helpers import FAST, harness_like_spark, same_rows
 
-from sparkstate import JobFailedError, PostgresSink, SinkError, SqliteSink
+from sparkstate import (
+    Job,
+    JobFailedError,
+    KeyedProcessFunction,
+    ListSource,
+    MemorySink,
+    PostgresSink,
+    SinkError,
+    SqliteSink,
+)
 from sparkstate.jobs import JOBS
 
 MAX_BATCH = 2_000
@@ -80,7 +89,7 @@ def test_running_sum_into_postgresql_stopped_crashed_and_restarted_is_exactly_on
 
     expected = harness_like_spark(job, MAX_BATCH)
     rows = pg_rows(postgres_db, "running_sum")
-    markers = pg_markers(postgres_db, "running-sum")
+    markers = pg_markers(postgres_db, "running-sum@running_sum")
     assert [b for b, _ in markers] == list(range(len(markers)))  # ...and the sink kept its first commit only
     if mode == "append":
         assert len(rows) == 12_000 and sum(n for _, n in markers) == 12_000
@@ -116,7 +125,7 @@ def test_session_windows_into_sqlite_with_side_tables_restarted_midway(spark, tm
     assert len(rows) == len(expected) > 100
     same_rows(rows, expected)
     jobs = {r[0] for r in conn.execute("SELECT DISTINCT job FROM sparkstate_batches")}
-    assert "sessions" in jobs
+    assert "sessions@sessions" in jobs
 
 
 def test_an_unreachable_database_stops_the_job_before_its_first_batch(spark, checkpoint):
@@ -164,12 +173,45 @@ def test_a_database_lost_mid_run_fails_the_batch_and_the_restart_loses_nothing(s
         assert "The failing batch committed nothing" in message
 
         server.start()  # same data, same port
-        before = pg_markers(url, "running-sum")
+        before = pg_markers(url, "running-sum@running_sum")
         assert 2 <= len(before) < 6
         assert job.run(checkpoint_dir=checkpoint, spark=spark).completed
         rows = pg_rows(url, "running_sum")
         assert len(rows) == 12_000
         same_rows(rows, harness_like_spark(job, MAX_BATCH))
-        assert pg_markers(url, "running-sum")[: len(before)] == before  # committed batches were kept as they were
+        assert pg_markers(url, "running-sum@running_sum")[: len(before)] == before  # committed batches were kept as they were
     finally:
         server.remove()
+
+
+class Notes(KeyedProcessFunction):
+    """Passes each event's text and tags on; PostgreSQL cannot store some of them."""
+
+    def process_element(self, e, ctx):
+        yield {"k": ctx.get_current_key(), "note": e["note"], "tags": {e["tag"]: 1.0}}
+
+
+def test_rows_postgresql_refuses_become_dead_letters_and_the_job_goes_on(spark, postgres_db, checkpoint):
+    batches = [
+        [{"k": "a", "note": "fine", "tag": "x"}, {"k": "b", "note": "nul \x00 inside", "tag": "x"}],
+        [{"k": "c", "note": "fine", "tag": "nul \x00 in JSON"}, {"k": "d", "note": "fine", "tag": "x"}],
+    ]
+    source = ListSource(batches, "k string, note string, tag string")
+    out = "k string, note string, tags map<string,double>"
+    job = Job("notes").source(source).key_by("k").process(Notes(), output_schema=out).with_settings(**FAST)
+    # no dead-letter output declared: a database main sink's refused rows go to the table beside it
+    result = job.sink(PostgresSink(postgres_db)).run(checkpoint_dir=checkpoint, spark=spark)
+    assert result.completed
+    assert sorted(r["k"] for r in pg_rows(postgres_db, "notes")) == ["a", "d"]
+    dead = {json.loads(r["raw"])["k"]: r["reason"] for r in pg_rows(postgres_db, "notes_dead_letters")}
+    assert set(dead) == {"b", "c"}
+    assert "column note holds a NUL character" in dead["b"]
+    assert "column tags holds a NUL character (\\u0000 in JSON)" in dead["c"]
+    assert sum(p.get("sideOutputs", {}).get("dead_letters", 0) for p in result.progress) == 2  # counted
+    assert [b for b, _ in pg_markers(postgres_db, "notes@notes")] == [0, 1]
+
+    # with a dead-letter sink of its own, they go there
+    mem = MemorySink()
+    again = job.sink(PostgresSink(postgres_db, table="notes2")).dead_letters(mem)
+    assert again.run(checkpoint_dir=checkpoint.parent / "second", spark=spark).completed
+    assert sorted(json.loads(r["raw"])["k"] for r in mem.rows()) == ["b", "c"]

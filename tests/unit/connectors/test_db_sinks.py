@@ -491,6 +491,19 @@ def test_a_replayed_batch_with_other_rows_is_skipped_with_a_warning_naming_it(db
     assert db.markers() == [(4, 2)] and len(db.rows()) == 2
 
 
+def test_a_dead_letter_holding_a_nul_character_is_kept_escaped(db):
+    """A text line with a NUL character is a dead letter; the dead-letter table keeps it."""
+    from sparkstate.api.functions import DEAD_LETTERS
+    from sparkstate.api.schema import Schema
+    from sparkstate.runtime.spark_sinks import spark_sink
+
+    sink = db.sink(table="out_dead_letters")
+    rows = [{"raw": "a\x00b", "reason": "not JSON"}]
+    outcome = spark_sink(sink).write_side("dead_letters", rows, Schema.of(DEAD_LETTERS.schema), None, 0)
+    assert outcome.rows == 1 and not outcome.refused
+    assert db.rows("out_dead_letters") == [("a\\u0000b", "not JSON")]
+
+
 # --------------------------------------------------------------------------- marker identity and gaps
 
 

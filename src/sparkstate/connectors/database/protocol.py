@@ -39,7 +39,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkstate.connectors.database.arrow import is_nested, json_default, nested_as_json
+from sparkstate.connectors.database.arrow import is_nested, json_default, json_ready, nested_as_json
 from sparkstate.connectors.database.dialects import Dialect, dialect_of, first_line, quote, quote_column
 from sparkstate.connectors.sinks import MARKER_TABLE, DatabaseSink
 from sparkstate.errors import SinkError
@@ -201,8 +201,9 @@ def _storable(dialect: Dialect, sink: Any, data: pa.Table, batch_id: int) -> tup
     if refused:
         keep = pa.array([i not in refused for i in range(data.num_rows)])
         where = f"table {sink.table} in {dialect.where(sink)}"
+        ready = {f.name: json_ready(f.type) for f in data.schema}
         for i in sorted(refused):
-            row = data.slice(i, 1).to_pylist()[0]
+            row = {n: v if v is None or ready[n] is None else ready[n](v) for n, v in data.slice(i, 1).to_pylist()[0].items()}
             raw = json.dumps(row, default=json_default, ensure_ascii=False)
             dead.append({"raw": raw, "reason": f"{where} cannot store this row of batch {batch_id}: {refused[i]}"})
         stored = stored.filter(keep)
