@@ -89,7 +89,8 @@ def explain_job(job_name: str, events: int, source_spec: str | None) -> None:
               help="Checkpoint directory: a path or a Hadoop URI (file://, hdfs://, s3a://...) [.sparkstate/JOB/checkpoint].")
 @click.option("--sink", "sink_spec",
               help="console, noop, memory, parquet:PATH, postgresql://USER@HOST:PORT/DB?table=T[&mode=upsert&key=COLS] "
-              "or sqlite:///PATH.db?table=T (default table: the job's name) [parquet:.sparkstate/JOB/output].")
+              "or sqlite:///PATH.db?table=T (default table: the job's name) [parquet:.sparkstate/JOB/output, "
+              "or with --checkpoint DIR: parquet:DIR/output].")
 @click.option("--state-backend", type=click.Choice(["rocksdb", "hashmap"]), default="rocksdb", show_default=True)
 @click.option("--partitions", type=click.IntRange(min=1), help="Spark shuffle partitions [number of cores].")
 @click.option("--key-groups", type=click.IntRange(1, 32768), default=128, show_default=True,
@@ -154,7 +155,10 @@ def run(
             )
             home = Path(".sparkstate") / job_name
         ckpt = checkpoint_dir or str(home / "checkpoint")
-        sink = parse_sink(sink_spec) if sink_spec else ParquetSink(str(home / "output"))
+        # the default output belongs to the checkpoint: another checkpoint's batch ids start at 0
+        # again, and Spark's file sink would drop them as written into a folder they share
+        default_output = str(home / "output") if checkpoint_dir is None else f"{ckpt.rstrip('/')}/output"
+        sink = parse_sink(sink_spec) if sink_spec else ParquetSink(default_output)
         job = (
             job
             .sink(sink)

@@ -47,3 +47,29 @@ def test_run_with_a_bad_sink_url_says_what_is_wrong(tmp_path):
     done = sparkstate(tmp_path, "run", "running-sum", "--sink", "postgresql://app@localhost/shop?mode=upsert")
     assert done.returncode == 1
     assert "upsert needs the key columns" in " ".join(done.stderr.split())
+
+
+def test_a_password_appears_nowhere_the_run_writes(tmp_path, postgres_db):
+    """Every form of password a URL can carry, through a whole run: not in a line the CLI
+    printed, not in the log file, not in any file of the checkpoint (or anything else the
+    run left in its folder); and not in the error of a run that cannot connect."""
+    secrets = ["UserInfoPw1", "QueryPw2", "SslPw3"]
+    host_url = postgres_db.replace("postgres@", f"postgres:{secrets[0]}@", 1)
+    assert host_url != postgres_db
+    sink = f"{host_url}?password={secrets[1]}&sslpassword={secrets[2]}&table=sums"
+    done = sparkstate(tmp_path, "run", "running-sum", "--events", "3000", "--merchants", "50", "--max-batch", "1000",
+                      "--checkpoint", str(tmp_path / "ckpt"), "--sink", sink)
+    assert done.returncode == 0, done.stderr
+    out = squashed(done.stdout)
+    assert "sink:" in out and "output:3,000rowsintablesums" in out and "password=***" in out
+    port = closed_port()
+    refused = sparkstate(tmp_path, "run", "running-sum", "--events", "100", "--checkpoint", str(tmp_path / "other"),
+                         "--sink", f"postgresql://app:{secrets[0]}@127.0.0.1:{port}/shop?password={secrets[1]}")
+    assert refused.returncode == 1 and "cannot connect to PostgreSQL" in refused.stderr
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name == "spark.log" for p in files) and any(p.parent.name == "commits" for p in files)
+    for secret in secrets:
+        for text in (done.stdout, done.stderr, refused.stdout, refused.stderr):
+            assert secret not in text
+        leaked = [p for p in files if secret.encode() in p.read_bytes()]
+        assert not leaked, f"{secret} written to {leaked}"

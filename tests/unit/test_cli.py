@@ -105,3 +105,20 @@ def test_source_guarantee_in_explain_and_generator_options_refused_with_another_
     assert bad.exit_code == 1 and "--events, --merchants: generator options do not apply" in " ".join(bad.output.split())
     bad = CliRunner().invoke(main, ["run", "running-sum", "--source", "socket://localhost"])
     assert bad.exit_code == 1 and "expected socket://HOST:PORT" in bad.output
+
+
+def test_the_default_output_follows_the_checkpoint(tmp_path, monkeypatch):
+    """Another checkpoint numbers its batches from 0 again: with the output folder of the
+    first, Spark's file sink would drop them as written. The default output lives with the
+    checkpoint it was written with."""
+    from sparkstate.errors import JobDefinitionError
+    from sparkstate.job import Job
+
+    def stop(self, **kwargs):
+        raise JobDefinitionError(f"stopped before Spark (output {self.sink_spec.path})")
+
+    monkeypatch.setattr(Job, "run", stop)
+    for name in ("a", "b"):
+        ckpt = tmp_path / name
+        result = CliRunner().invoke(main, ["run", "running-sum", "--checkpoint", str(ckpt)], terminal_width=400)
+        assert f"output {ckpt}/output" in " ".join(result.output.split()), result.output

@@ -75,7 +75,7 @@ def run_job(
     """Run ``job`` until its bounded source is done, ``until(result)`` holds, ``timeout``
     passes, or Ctrl-C."""
     from sparkstate.runtime.spark_session import active_session, get_spark, local_cores, state_store_class
-    from sparkstate.runtime.spark_sinks import open_database_sinks
+    from sparkstate.runtime.spark_sinks import check_file_sink, open_database_sinks
     from sparkstate.runtime.spark_sources import batch_events, source_columns
 
     if checkpoint_dir is None or str(checkpoint_dir).strip() == "":
@@ -106,6 +106,7 @@ def run_job(
     result = RunResult(job=job.name, checkpoint_dir=checkpoint.root)
     # an unreachable database or a table that does not fit stops the job here, before Spark starts
     job = open_database_sinks(job, checkpoint, native=chosen.path == NATIVE)
+    check_file_sink(job, checkpoint)
 
     # resolving the output's Arrow schema needs Spark: it comes once Spark runs
     spec = operator_spec(job, function, output_arrow=None)

@@ -220,6 +220,47 @@ def open_database_sinks(job: Any, checkpoint: CheckpointDir, native: bool) -> An
     return job
 
 
+def _written_batches(path: str) -> int | None:
+    """The last batch id a Parquet output folder holds: in Spark's file-sink log
+    (``_spark_metadata/N``, ``N.compact``) or as a ``batch_id=N`` folder (a job with side
+    outputs); None when it holds none (or is not a local folder)."""
+    import re
+
+    from sparkstate.runtime.storage import is_local, normalize
+
+    root = normalize(path)
+    if not is_local(root) or not os.path.isdir(root):
+        return None
+    ids = [int(m.group(1)) for n in os.listdir(root) if (m := re.fullmatch(r"batch_id=(\d+)", n))]
+    log = os.path.join(root, "_spark_metadata")
+    if os.path.isdir(log):
+        ids += [int(m.group(1)) for n in os.listdir(log) if (m := re.fullmatch(r"(\d+)(?:\.compact)?", n))]
+    return max(ids, default=None)
+
+
+def check_file_sink(job: Any, checkpoint: CheckpointDir) -> None:
+    """Refuse a Parquet output folder that holds batches this checkpoint has not run: they
+    came from another checkpoint, and Spark's file sink would drop this run's batches of the
+    same ids as already written (a job with side outputs would overwrite them)."""
+    from sparkstate.errors import SinkError
+
+    sink = job.sink_spec
+    if not isinstance(sink, ParquetSink):
+        return
+    top = _written_batches(sink.path)
+    if top is None:
+        return
+    last, _ = checkpoint.last_committed_offset()
+    if last is None or top > last + 1:
+        have = "has committed no batch" if last is None else f"has committed batches up to {last}"
+        raise SinkError(
+            f"output folder {sink.path} already holds batches up to {top}, but the checkpoint {checkpoint.root} {have}: "
+            "they were written with another checkpoint, and this run's batches with the same ids would be dropped as "
+            "already written. Write to another folder (--sink parquet:DIR), use the checkpoint that wrote them, "
+            "or remove the folder (`sparkstate run --fresh` removes the job's own output with its checkpoint)"
+        )
+
+
 # --------------------------------------------------------------------------- side outputs
 
 
