@@ -23,7 +23,7 @@ def test_run_into_sqlite_then_fresh_starts_the_table_over(tmp_path):
     assert squashed("output: 6,000 rows in table sums") in out
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*), count(DISTINCT merchant_id) FROM sums").fetchone() == (6000, 100)
-        assert conn.execute("SELECT batch_id, rows FROM sparkstate_batches WHERE job = 'running-sum'").fetchall() == [
+        assert conn.execute("SELECT batch_id, rows FROM sparkstate_batches WHERE job = 'running-sum@sums'").fetchall() == [
             (0, 2000), (1, 2000), (2, 2000),
         ]
 
