@@ -101,7 +101,8 @@ def crash_loops(tmp_path_factory, postgres_server):
                     "--sink", f"sqlite:///{db}?table=upi_per_minute"]
     loops = {
         "running-sum": CrashLoop([*pg_command, *RATE], pg_dir / "checkpoint", pg_dir,
-                                 postgres_batches(pg_url, "running-sum@running_sum"), kills=KILLS, final_args=[*pg_command, *FINAL]),
+                                 postgres_batches(pg_url, "running-sum@running_sum"), kills=KILLS,
+                                 final_args=[*pg_command, *FINAL]),
         "upi-per-minute": CrashLoop([*lite_command, *RATE], lite_dir / "checkpoint", lite_dir,
                                     sqlite_batches(db, "upi-per-minute@upi_per_minute"), kills=KILLS, seed=11,
                                     final_args=[*lite_command, *FINAL]),
@@ -124,7 +125,9 @@ def test_running_sum_into_postgresql_survives_sigkills(tmp_path, spark, crash_lo
         cur = conn.execute("SELECT * FROM running_sum")
         names = [d.name for d in cur.description]
         rows = [dict(zip(names, r)) for r in cur.fetchall()]
-        markers = [b for (b,) in conn.execute("SELECT batch_id FROM sparkstate_batches WHERE job = 'running-sum@running_sum' ORDER BY 1")]
+        markers = [b for (b,) in conn.execute(
+            "SELECT batch_id FROM sparkstate_batches WHERE job = 'running-sum@running_sum' ORDER BY 1"
+        )]
     assert markers == sorted(set(markers)), "one marker per batch with rows, none twice"
     expected = uninterrupted(spark, tmp_path, "running-sum", events=150_000, merchants=400)
     same_rows(rows, [{k: r[k] for k in names} for r in expected])  # no duplicate, no gap, same values
@@ -141,7 +144,9 @@ def test_windowed_job_into_sqlite_survives_sigkills(tmp_path, spark, crash_loops
         rows = conn.execute(
             "SELECT merchant_id, CAST(strftime('%s', window_start) AS INTEGER) * 1000, payments, total FROM upi_per_minute"
         ).fetchall()
-        markers = [b for (b,) in conn.execute("SELECT batch_id FROM sparkstate_batches WHERE job = 'upi-per-minute@upi_per_minute' ORDER BY 1")]
+        markers = [b for (b,) in conn.execute(
+            "SELECT batch_id FROM sparkstate_batches WHERE job = 'upi-per-minute@upi_per_minute' ORDER BY 1"
+        )]
     assert markers == sorted(set(markers)), "one marker per batch with rows, none twice"
     expected = uninterrupted(spark, tmp_path, "upi-per-minute", events=150_000, merchants=300)
     got = {(m, start): (n, total) for m, start, n, total in rows}

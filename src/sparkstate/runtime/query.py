@@ -85,8 +85,8 @@ def build_query(
     warnings: list[str] | None = None,
 ) -> Any:
     """The configured ``DataStreamWriter`` of ``job``."""
-    from sparkstate.runtime.spark_processor import GROUP_STATE_SCHEMA, KeyGroupFunction, KeyGroupProcessor
     from sparkstate.connectors.sinks import DatabaseSink
+    from sparkstate.runtime.spark_processor import GROUP_STATE_SCHEMA, KeyGroupFunction, KeyGroupProcessor
     from sparkstate.runtime.spark_sinks import attach, attach_dispatch
     from sparkstate.runtime.spark_sources import spark_source
 

@@ -604,7 +604,9 @@ def test_a_connection_lost_while_committing_says_the_outcome_is_unknown(postgres
     sink = db.sink()
     database.prepare(sink, PAYMENTS, None)
     db.sql("CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(30); RETURN NULL; END $$")
-    db.sql('CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON "out" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow()')
+    db.sql(
+        'CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON "out" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow()'
+    )
     failure: list[BaseException] = []
 
     def write() -> None:

@@ -203,7 +203,11 @@ def _storable(dialect: Dialect, sink: Any, data: pa.Table, batch_id: int) -> tup
         where = f"table {sink.table} in {dialect.where(sink)}"
         ready = {f.name: json_ready(f.type) for f in data.schema}
         for i in sorted(refused):
-            row = {n: v if v is None or ready[n] is None else ready[n](v) for n, v in data.slice(i, 1).to_pylist()[0].items()}
+            row = data.slice(i, 1).to_pylist()[0]
+            for n, v in row.items():
+                convert = ready[n]
+                if v is not None and convert is not None:
+                    row[n] = convert(v)
             raw = json.dumps(row, default=json_default, ensure_ascii=False)
             dead.append({"raw": raw, "reason": f"{where} cannot store this row of batch {batch_id}: {refused[i]}"})
         stored = stored.filter(keep)
