@@ -331,15 +331,11 @@ def test_sqlite_in_a_folder_that_cannot_exist_is_refused(tmp_path):
         database.prepare(sink, PAYMENTS, None)
 
 
-def test_a_connection_lost_mid_batch_commits_nothing(postgres_db):
-    """The server ends the sink's connection while it waits inside its transaction."""
+def end_the_writers_connection(url: str, sink, waiting: str) -> BaseException:
+    """Write a batch in a thread, and when its server process is ``waiting`` (a condition on
+    pg_stat_activity) end it; returns the error the write raised."""
     import psycopg
 
-    db = Db("postgresql", postgres_db)
-    sink = db.sink()
-    database.prepare(sink, PAYMENTS, None)
-    locker = psycopg.connect(postgres_db)
-    locker.execute('LOCK TABLE "out" IN ACCESS EXCLUSIVE MODE')  # the sink's COPY will wait for it
     failure: list[BaseException] = []
 
     def write() -> None:
@@ -350,24 +346,36 @@ def test_a_connection_lost_mid_batch_commits_nothing(postgres_db):
 
     writer = threading.Thread(target=write)
     writer.start()
+    # a connection of its own: a transaction keeps its first snapshot of pg_stat_activity
+    with psycopg.connect(url, autocommit=True) as watcher:
+        for _ in range(200):
+            found = watcher.execute(
+                f"SELECT pid FROM pg_stat_activity WHERE {waiting} AND datname = current_database()"
+            ).fetchall()
+            if found:
+                break
+            time.sleep(0.05)
+        assert found, f"the sink's connection never met {waiting}"
+        watcher.execute("SELECT pg_terminate_backend(%s)", (found[0][0],))
+    writer.join(30)
+    assert len(failure) == 1 and isinstance(failure[0], SinkError), failure
+    return failure[0]
+
+
+def test_a_connection_lost_mid_batch_commits_nothing(postgres_db):
+    """The server ends the sink's connection while it waits inside its transaction."""
+    import psycopg
+
+    db = Db("postgresql", postgres_db)
+    sink = db.sink()
+    database.prepare(sink, PAYMENTS, None)
+    locker = psycopg.connect(postgres_db)
+    locker.execute('LOCK TABLE "out" IN ACCESS EXCLUSIVE MODE')  # the sink's COPY will wait for it
     try:
-        # a connection of its own: a transaction keeps its first snapshot of pg_stat_activity
-        with psycopg.connect(postgres_db, autocommit=True) as watcher:
-            for _ in range(200):
-                waiting = watcher.execute(
-                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
-                ).fetchall()
-                if waiting:
-                    break
-                time.sleep(0.05)
-            assert waiting, "the sink never waited for the lock"
-            watcher.execute("SELECT pg_terminate_backend(%s)", (waiting[0][0],))
-        writer.join(30)
+        message = str(end_the_writers_connection(postgres_db, sink, "wait_event_type = 'Lock'"))
     finally:
         locker.rollback()
         locker.close()
-    assert len(failure) == 1 and isinstance(failure[0], SinkError)
-    message = str(failure[0])
     assert "lost the connection to PostgreSQL at 127.0.0.1" in message and "batch 0" in message
     assert db.rows() == [] and db.markers() == []  # the marker was inserted in the lost transaction
     assert database.write(sink, payments(("m1", 1, 5.0)), 0) == 1  # the replay writes it, once
@@ -598,8 +606,6 @@ def test_a_connection_lost_while_committing_says_the_outcome_is_unknown(postgres
     """The commit runs a deferred constraint trigger that sleeps; the server ends the
     connection then. Whether the commit went through is unknown to the sink, and the message
     says so (the marker settles it on the re-run)."""
-    import psycopg
-
     db = Db("postgresql", postgres_db)
     sink = db.sink()
     database.prepare(sink, PAYMENTS, None)
@@ -607,29 +613,7 @@ def test_a_connection_lost_while_committing_says_the_outcome_is_unknown(postgres
     db.sql(
         'CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON "out" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow()'
     )
-    failure: list[BaseException] = []
-
-    def write() -> None:
-        try:
-            database.write(sink, payments(("m1", 1, 5.0)), 0)
-        except BaseException as exc:
-            failure.append(exc)
-
-    writer = threading.Thread(target=write)
-    writer.start()
-    with psycopg.connect(postgres_db, autocommit=True) as watcher:
-        for _ in range(200):
-            sleeping = watcher.execute(
-                "SELECT pid FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname = current_database()"
-            ).fetchall()
-            if sleeping:
-                break
-            time.sleep(0.05)
-        assert sleeping, "the commit never ran the trigger"
-        watcher.execute("SELECT pg_terminate_backend(%s)", (sleeping[0][0],))
-    writer.join(30)
-    assert len(failure) == 1 and isinstance(failure[0], SinkError)
-    message = " ".join(str(failure[0]).split())
+    message = " ".join(str(end_the_writers_connection(postgres_db, sink, "wait_event = 'PgSleep'")).split())
     assert "while committing batch 0 to table out" in message and "is unknown" in message
     assert "nothing of it was committed" not in message and "marker" in message
 
