@@ -64,15 +64,10 @@ def build_native_query(
     warnings: list[str] | None = None,
 ) -> Any:
     """The configured ``DataStreamWriter`` of a native window job."""
-    from sparkstate.connectors.sinks import DatabaseSink
     from sparkstate.runtime.query import checkpointed, query_name
-    from sparkstate.runtime.spark_sinks import attach, attach_dispatch
+    from sparkstate.runtime.spark_sinks import attach_job
 
     out = native_frame(spark, job, marker, scratch_dir=checkpoint.list_source_dir)
     stream = out.writeStream.queryName(query_name(job.name)).outputMode("append")
-    if isinstance(job.sink_spec, DatabaseSink):  # its refused rows become dead letters
-        counts = side_counts if side_counts is not None else {}
-        writer = attach_dispatch(job, stream, checkpoint.side_output_dir, counts, warnings, split=False)
-    else:
-        writer = attach(job.sink_spec, stream)
+    writer = attach_job(job, stream, checkpoint.side_output_dir, side_counts, warnings)
     return checkpointed(writer, job, checkpoint)

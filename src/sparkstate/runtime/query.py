@@ -85,9 +85,8 @@ def build_query(
     warnings: list[str] | None = None,
 ) -> Any:
     """The configured ``DataStreamWriter`` of ``job``."""
-    from sparkstate.connectors.sinks import DatabaseSink
     from sparkstate.runtime.spark_processor import GROUP_STATE_SCHEMA, KeyGroupFunction, KeyGroupProcessor
-    from sparkstate.runtime.spark_sinks import attach, attach_dispatch
+    from sparkstate.runtime.spark_sinks import attach_job
     from sparkstate.runtime.spark_sources import spark_source
 
     assert job.source_spec is not None and job.sink_spec is not None, "a validated job has a source and a sink"
@@ -115,12 +114,7 @@ def build_query(
             timeoutConf="ProcessingTimeTimeout" if spec.needs_clock else "NoTimeout",
         )
     stream = out.writeStream.queryName(query_name(job.name))
-    if spec.side_outputs or isinstance(job.sink_spec, DatabaseSink):
-        # a database sink's refused rows become dead letters: it writes through the dispatch too
-        counts = side_counts if side_counts is not None else {}
-        writer = attach_dispatch(job, stream, checkpoint.side_output_dir, counts, warnings, split=bool(spec.side_outputs))
-    else:
-        writer = attach(job.sink_spec, stream)
+    writer = attach_job(job, stream, checkpoint.side_output_dir, side_counts, warnings, split=bool(spec.side_outputs))
     return checkpointed(writer, job, checkpoint)
 
 

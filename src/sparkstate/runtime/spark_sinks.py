@@ -264,6 +264,23 @@ def check_file_sink(job: Any, checkpoint: CheckpointDir) -> None:
 # --------------------------------------------------------------------------- side outputs
 
 
+def attach_job(
+    job: Any,
+    writer: Any,
+    default_dir: str,
+    side_counts: dict[int, dict[str, int]] | None = None,
+    warnings: list[str] | None = None,
+    split: bool = False,
+) -> Any:
+    """Configure ``writer`` for the job's sinks: through :func:`attach_dispatch` when the
+    batch has side outputs (``split``) or the main sink is a database (whose refused rows
+    become dead letters), else straight to the main sink."""
+    if split or isinstance(job.sink_spec, DatabaseSink):
+        counts = side_counts if side_counts is not None else {}
+        return attach_dispatch(job, writer, default_dir, counts, warnings, split=split)
+    return attach(job.sink_spec, writer)
+
+
 def attach_dispatch(
     job: Any,
     writer: Any,
