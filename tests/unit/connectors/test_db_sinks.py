@@ -650,3 +650,29 @@ def test_a_url_libpq_cannot_read_is_reported_without_its_password():
     with pytest.raises(JobDefinitionError) as failure:
         PostgresSink("postgresql://app:S3cret@h/db?bogus=1", table="out")
     assert "S3cret" not in str(failure.value) and "app:***@h/db" in str(failure.value)
+
+
+def test_a_failure_of_the_database_names_the_cause_and_the_fix(db, tmp_path):
+    """Not a row's fault: the batch fails, saying what to do, and the next run resumes."""
+    import psycopg.errors
+
+    dialect = database.dialect_of(db.sink())
+    if db.kind == "postgresql":
+        full = psycopg.errors.DiskFull("could not extend file: No space left on device")
+        assert "disk is full: free space on it" in dialect.advice(full)
+        assert "start it" in dialect.advice(psycopg.errors.AdminShutdown("terminating connection"))
+    else:
+        assert "disk holding the database file is full" in dialect.advice(sqlite3.OperationalError("database or disk is full"))
+    if db.kind == "sqlite":
+        return
+    # a read-only database, for real: the batch fails with the cause and the fix, and writes nothing
+    (name,) = db.sql("SELECT current_database()")[0]
+    db.sql(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
+    with pytest.raises(SinkError) as failure:
+        database.write(db.sink(), payments(("m1", 1, 5.0)), 0)
+    with db.connect() as conn:
+        conn.execute("SET default_transaction_read_only = off")
+        conn.execute(f'ALTER DATABASE "{name}" SET default_transaction_read_only = off')
+    message = str(failure.value)
+    assert "nothing of it was committed" in message and "then run again" in message, message
+    assert "the next run resumes with this batch" in message and "read-only" in message

@@ -58,6 +58,10 @@ def upsert_statement(sink: Any, names: list[str], rows_sql: str) -> str:
     return f"INSERT INTO {quote(sink.table)} ({cols}) {rows_sql} ON CONFLICT ({key}) {action}"
 
 
+_RESUMES = "the next run resumes with this batch"
+_RERUN = f"Run again once the cause is fixed; {_RESUMES}"
+
+
 class Dialect:
     """What one database does its own way; everything else is the shared protocol."""
 
@@ -104,6 +108,10 @@ class Dialect:
     def lost(self, conn: Any, exc: BaseException) -> bool:
         """Whether ``exc`` means the connection itself is gone."""
         return False
+
+    def advice(self, exc: BaseException) -> str:
+        """What to do about a refused batch (a failure of the database, not of one row)."""
+        return _RERUN
 
 
 #: Arrow type families in the order they are tried, by the name the dialects' type tables use
@@ -263,6 +271,21 @@ class PostgresDialect(Dialect):
     def lost(self, conn: Any, exc: BaseException) -> bool:
         return bool(getattr(conn, "broken", False) or getattr(conn, "closed", False))
 
+    def advice(self, exc: BaseException) -> str:
+        state = getattr(exc, "sqlstate", None) or ""
+        if state == "53100":
+            return f"The server's disk is full: free space on it, then run again; {_RESUMES}"
+        if state.startswith("53"):
+            return f"The server ran out of a resource (memory or connections, SQLSTATE {state}): {_RERUN[0].lower()}{_RERUN[1:]}"
+        if state.startswith(("57", "08")):
+            return f"The server is shutting down or unreachable (SQLSTATE {state}): start it, then run again; {_RESUMES}"
+        if state == "25006" or state.startswith("42"):
+            return (
+                f"The sink's database user may lack a permission, or the database is read-only (SQLSTATE {state}): "
+                f"grant it or choose another database, then run again; {_RESUMES}"
+            )
+        return _RERUN
+
 
 class SqliteDialect(Dialect):
     label = "SQLite"
@@ -305,6 +328,16 @@ class SqliteDialect(Dialect):
 
     def begin(self, conn: Any) -> None:
         conn.execute("BEGIN IMMEDIATE")  # take the write lock now, not at the first insert
+
+    def advice(self, exc: BaseException) -> str:
+        text = str(exc).lower()
+        if "full" in text:
+            return f"The disk holding the database file is full: free space on it, then run again; {_RESUMES}"
+        if "locked" in text or "busy" in text:
+            return f"Another process held the database's write lock for over 30 s: stop it, then run again; {_RESUMES}"
+        if "readonly" in text or "read-only" in text:
+            return f"The database file or its folder cannot be written: fix its permissions, then run again; {_RESUMES}"
+        return _RERUN
 
     def sql_type(self, t: pa.DataType) -> str:
         return _sql_type_name(t, self._types)

@@ -78,10 +78,12 @@ def _session(sink: Any, doing: str) -> Iterator[tuple[Dialect, Any]]:
             if dialect.lost(conn, exc):
                 raise SinkError(
                     f"lost the connection to {dialect.where(sink)} while {doing}: {first_line(exc)}; "
-                    "nothing of it was committed, and the next run writes it again"
+                    "nothing of it was committed. Check that the server runs and can be reached, then run again: "
+                    "the next run writes it again"
                 ) from None
             raise SinkError(
-                f"{dialect.where(sink)} refused {doing}: {first_line(exc)}; nothing of it was committed"
+                f"{dialect.where(sink)} refused {doing}: {first_line(exc)}; nothing of it was committed. "
+                f"{dialect.advice(exc)}"
             ) from None
         raise
     finally:
