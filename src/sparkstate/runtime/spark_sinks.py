@@ -216,7 +216,7 @@ def open_database_sinks(job: Any, checkpoint: CheckpointDir, native: bool) -> An
         database.dead_letter_sink(job)  # where refused rows would go: a name too long is refused now
         last, _ = checkpoint.last_committed_offset()
         for sink, schema in sinks:
-            database.prepare(sink, schema, last)
+            database.prepare(sink, schema, last, may_be_new=sink is not job.sink_spec)
     return job
 
 

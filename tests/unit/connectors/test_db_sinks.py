@@ -563,6 +563,12 @@ def test_a_checkpoint_ahead_of_the_markers_is_refused(db):
         database.prepare(sink, PAYMENTS, 2)
     # a sink that only gets some batches (refused rows' dead letters) is not held to every batch
     database.prepare(sink, PAYMENTS, 2, every_batch=False)
+    # a side output's table may have no marker at all (none was written for batches without rows)
+    database.prepare(sink, PAYMENTS, 2, may_be_new=True)
+    db.sql("INSERT INTO sparkstate_batches (job, batch_id, rows) VALUES ('job@out', 0, 0)")
+    with pytest.raises(SinkError, match="holds markers up to batch 0 only"):
+        database.prepare(sink, PAYMENTS, 2, may_be_new=True)  # but one that has markers must have them all
+    db.sql("DELETE FROM sparkstate_batches")
     db.sql("INSERT INTO sparkstate_batches (job, batch_id, rows) VALUES ('job@out', 2, 0)")  # what the message says
     database.prepare(sink, PAYMENTS, 2)
 

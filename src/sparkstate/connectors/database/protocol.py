@@ -240,7 +240,9 @@ def _adopt_legacy_markers(dialect: Dialect, conn: Any, sink: Any) -> bool:
     return bool(copied)
 
 
-def prepare(sink: Any, schema: pa.Schema | None, last_committed: int | None, every_batch: bool = True) -> None:
+def prepare(
+    sink: Any, schema: pa.Schema | None, last_committed: int | None, every_batch: bool = True, may_be_new: bool = False
+) -> None:
     """Check a sink before a job's first batch: the database is reachable, the marker table
     exists, the table exists or is created from ``schema`` and fits it, and the markers agree
     with the checkpoint (``last_committed``: its last committed batch id, or None).
@@ -251,6 +253,9 @@ def prepare(sink: Any, schema: pa.Schema | None, last_committed: int | None, eve
     ``every_batch`` (each batch writes its marker, even an empty one) must also hold the
     marker of ``last_committed``: without it the database lost committed batches (restored
     from an older backup), and the run is refused rather than going on with a gap.
+    ``may_be_new``: a writer without any marker is let through (a side output's table: before
+    markers named the table, batches without rows wrote none, and most of a side output's
+    batches have none).
     """
     with _session(sink, f"preparing table {sink.table}") as (dialect, conn):
         dialect.begin(conn)
@@ -270,7 +275,8 @@ def prepare(sink: Any, schema: pa.Schema | None, last_committed: int | None, eve
                 f"name (job=...), or remove the old output (DELETE FROM {MARKER_TABLE} WHERE job = '{sink.marker}' "
                 "and the table's rows; `sparkstate run --fresh` drops both)"
             )
-        if every_batch and not adopted and last_committed is not None and (top is None or top < last_committed):
+        missing = top is None and not may_be_new
+        if every_batch and not adopted and last_committed is not None and (missing or (top is not None and top < last_committed)):
             held = "no marker" if top is None else f"markers up to batch {top} only"
             raise SinkError(
                 f"{dialect.where(sink)} holds {held} of writer {sink.marker!r} (table {sink.table}), but the "
