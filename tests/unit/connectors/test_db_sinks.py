@@ -483,6 +483,11 @@ def test_rows_the_database_cannot_store_become_dead_letters_and_the_batch_goes_o
     written = {r[0] for r in db.rows()}
     assert written == {"good", "nul", "json-nul", "escaped"} - set(reasons)
     assert outcome.rows == len(written) and db.markers() == [(5, 6)]
+    # SQLite would store NaN in a double column as NULL: a dead letter there, kept in PostgreSQL
+    nan = database.commit_batch(db.sink(table="doubles"), table(k=["a", "b"], x=[1.0, float("nan")]), 0)
+    assert nan.rows == (2 if db.kind == "postgresql" else 1)
+    if db.kind == "sqlite":
+        assert "column x holds NaN, which SQLite would store as NULL" in nan.refused[0]["reason"]
     # the raw record keeps the row's values, NUL shown as JSON's \u0000
     if db.kind == "postgresql":
         assert json.loads(next(d["raw"] for d in outcome.refused if "note holds" in d["reason"]))["note"] == "a\x00b"

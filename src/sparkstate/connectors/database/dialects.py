@@ -76,6 +76,8 @@ class Dialect:
     name_bytes: int | None = None
     #: whether text refuses the NUL character (and JSON its escape, ``\\u0000``)
     refuses_nul = False
+    #: whether a floating-point column loses NaN (SQLite stores it as NULL)
+    loses_nan = False
 
     def where(self, sink: Any) -> str:
         raise NotImplementedError
@@ -289,6 +291,7 @@ class PostgresDialect(Dialect):
 
 class SqliteDialect(Dialect):
     label = "SQLite"
+    loses_nan = True
     now_column = "TIMESTAMP NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%fZ', 'now'))"
     # SQLite has no timestamp, JSON or decimal storage: ISO 8601 text (UTC with Z), JSON
     # text, and decimal text (NUMERIC affinity would turn 1.10 into the double 1.1)

@@ -171,13 +171,14 @@ def _refused_rows(dialect: Dialect, sink: Any, data: pa.Table) -> dict[int, str]
         for k in sink.key:
             if k in data.column_names:
                 refuse(pc.is_null(data.column(k)), f"key column {k} is null, and upsert needs a value in every key column")
-    if dialect.refuses_nul:
-        for f, column in zip(data.schema, data.columns):
-            if pa.types.is_string(f.type) or pa.types.is_large_string(f.type):
-                refuse(
-                    pc.match_substring(column, "\x00"),
-                    f"column {f.name} holds a NUL character (\\x00), which {dialect.label} text cannot store",
-                )
+    for f, column in zip(data.schema, data.columns):
+        if dialect.loses_nan and pa.types.is_floating(f.type):
+            refuse(pc.is_nan(column), f"column {f.name} holds NaN, which {dialect.label} would store as NULL")
+        if dialect.refuses_nul and (pa.types.is_string(f.type) or pa.types.is_large_string(f.type)):
+            refuse(
+                pc.match_substring(column, "\x00"),
+                f"column {f.name} holds a NUL character (\\x00), which {dialect.label} text cannot store",
+            )
     return refused
 
 
