@@ -213,10 +213,10 @@ def open_database_sinks(job: Any, checkpoint: CheckpointDir, native: bool) -> An
     job = database.bind_job_sinks(job)
     sinks = database.job_database_sinks(job, with_side_outputs=not native)
     if sinks:
-        database.dead_letter_sink(job)  # where refused rows would go: a name too long is refused now
         last, _ = checkpoint.last_committed_offset()
         for sink, schema in sinks:
-            database.prepare(sink, schema, last, may_be_new=sink is not job.sink_spec)
+            # schema None: where refused rows go, written only for batches that have some
+            database.prepare(sink, schema, last, every_batch=schema is not None, may_be_new=sink is not job.sink_spec)
     return job
 
 

@@ -14,7 +14,16 @@ import pyarrow as pa
 import pytest
 from postgres_server import closed_port
 
-from sparkstate import Job, ListSource, MemorySink, ParquetSink, PostgresSink, SinkError, SqliteSink
+from sparkstate import (
+    Job,
+    KeyedProcessFunction,
+    ListSource,
+    MemorySink,
+    ParquetSink,
+    PostgresSink,
+    SinkError,
+    SqliteSink,
+)
 from sparkstate.connectors import database
 from sparkstate.connectors.sinks import parse_sink
 from sparkstate.errors import JobDefinitionError
@@ -420,6 +429,11 @@ def test_parse_sink_explains_bad_urls(spec, message):
         parse_sink(spec)
 
 
+class Passthrough(KeyedProcessFunction):
+    def process_element(self, e, ctx):
+        yield {"shop": e["shop"]}
+
+
 def test_sinks_bind_to_the_job_and_side_outputs_get_their_own_tables(tmp_path):
     from sparkstate import TumblingEventTimeWindows, WatermarkStrategy, agg
 
@@ -449,6 +463,15 @@ def test_sinks_bind_to_the_job_and_side_outputs_get_their_own_tables(tmp_path):
         "bad_events": ["raw", "reason"],
         "per_minute_late_data": ["ts", "shop", "amount"],
     }
+    # without a dead-letter output of its own, a database main sink's refused rows go to a table
+    # beside it, written only when there are some (schema None: not every batch); --fresh resets it too
+    plain = database.bind_job_sinks(
+        Job("plain").source(source).key_by("shop").process(Passthrough(), output_schema="shop string")
+        .sink(SqliteSink(str(tmp_path / "x.db")))
+    )
+    assert [(s.table, schema is None) for s, schema in database.job_database_sinks(plain)] == [
+        ("plain", False), ("plain_dead_letters", True),
+    ]
     # without a database main sink, side outputs keep their default (Parquet in the checkpoint)
     assert database.side_sinks(database.bind_job_sinks(job.sink(MemorySink())))["late_data"] is None
 

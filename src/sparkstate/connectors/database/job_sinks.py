@@ -48,7 +48,12 @@ def dead_letter_sink(job: Any) -> Any:
 
 
 def job_database_sinks(job: Any, with_side_outputs: bool = True) -> list[tuple[Any, pa.Schema | None]]:
-    """The database sinks of a bound job, each with the Arrow schema of what it receives."""
+    """The database sinks of a bound job, each with the Arrow schema of what it receives.
+
+    When the main sink is a database and the rows it refuses go to a database sink that gets
+    no batch otherwise (the job has no dead-letter output of its own), that sink comes last
+    with schema None: it is written only for batches with refused rows.
+    """
     out = []
     if isinstance(job.sink_spec, DatabaseSink):
         out.append((job.sink_spec, job.output.arrow if job.output is not None else None))
@@ -57,4 +62,7 @@ def job_database_sinks(job: Any, with_side_outputs: bool = True) -> list[tuple[A
             if isinstance(sink, DatabaseSink):
                 schema = job.side_output_schema(name)
                 out.append((sink, schema.arrow if schema is not None else None))
+    refusals = dead_letter_sink(job)
+    if out and isinstance(refusals, DatabaseSink) and all(s != refusals for s, _ in out):
+        out.append((refusals, None))
     return out
