@@ -215,3 +215,24 @@ def test_rows_postgresql_refuses_become_dead_letters_and_the_job_goes_on(spark, 
     again = job.sink(PostgresSink(postgres_db, table="notes2")).dead_letters(mem)
     assert again.run(checkpoint_dir=checkpoint.parent / "second", spark=spark).completed
     assert sorted(json.loads(r["raw"])["k"] for r in mem.rows()) == ["b", "c"]
+
+
+def test_a_replayed_batch_with_other_rows_ends_the_run_with_a_warning(spark, tmp_path, checkpoint):
+    """A source that is not replayable gives a re-run batch other rows: the table keeps the
+    first commit, and the run says which batch differed."""
+    path = tmp_path / "notes.db"
+    out = "k string, note string, tags map<string,double>"
+
+    def job(second_batch: list[dict]):
+        batches = [[{"k": "a", "note": "x", "tag": "t"}], second_batch]
+        source = ListSource(batches, "k string, note string, tag string")
+        return Job("notes").source(source).key_by("k").process(Notes(), output_schema=out).sink(SqliteSink(str(path)))
+
+    first = job([{"k": "b", "note": "x", "tag": "t"}]).with_settings(**FAST)
+    assert first.run(checkpoint_dir=checkpoint, spark=spark).completed
+    assert forget_last_commit(checkpoint) == 1
+    changed = job([{"k": "b", "note": "x", "tag": "t"}, {"k": "c", "note": "x", "tag": "t"}]).with_settings(**FAST)
+    result = changed.run(checkpoint_dir=checkpoint, spark=spark)
+    assert any("batch 1 ran again with 2 rows for table notes, but its first commit had 1" in w for w in result.warnings)
+    with sqlite3.connect(path) as conn:
+        assert sorted(k for (k,) in conn.execute("SELECT k FROM notes")) == ["a", "b"]
