@@ -13,7 +13,6 @@ lists the checkpoints it retains, with their duration and sizes.
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -103,7 +102,8 @@ def explain_job(job_name: str, events: int, source_spec: str | None) -> None:
 @click.option("--window-path", type=click.Choice(["auto", "python", "native"]), default="auto", show_default=True,
               help="Window jobs: let the planner choose (see `sparkstate explain`), or force a path.")
 @click.option("--timeout", type=float, help="Stop after this many seconds (the next run resumes).")
-@click.option("--fresh", is_flag=True, help="Delete the job's checkpoint and output first.")
+@click.option("--fresh", is_flag=True,
+              help="Start over: delete the job's checkpoint and output first (only what sparkstate made for the job).")
 @click.option("--quiet", is_flag=True, help="No per-batch progress lines.")
 @click.pass_context
 def run(
@@ -137,7 +137,6 @@ def run(
     from sparkstate.jobs import get_job
     from sparkstate.metrics.memory import PeakMemory
     from sparkstate.metrics.progress import ProgressPrinter, print_summary
-    from sparkstate.runtime.checkpoint_dir import CheckpointDir
 
     try:
         seed_job = get_job(job_name)
@@ -163,13 +162,6 @@ def run(
         )
         if source_spec and isinstance(sink, ConsoleSink):
             job = job.dead_letters(sink)  # a line that is not an event shows beside the rows, with its reason
-        if fresh:
-            CheckpointDir.open(ckpt).delete()
-            if isinstance(sink, ParquetSink):
-                shutil.rmtree(sink.path, ignore_errors=True)
-            # a database sink's tables and markers go too: the new checkpoint's batch ids start at 0 again
-            for db_sink, _ in database.job_database_sinks(database.bind_job_sinks(job)):
-                database.reset(db_sink)
         console.print(f"[bold]{job.name}[/]: {seed_job.description}")
         source = job.source_spec
         assert source is not None, "a seed job has a source"
@@ -180,7 +172,11 @@ def run(
         console.print("starting Spark (the first batch includes Spark's start-up)...")
         printer = None if quiet else ProgressPrinter(console, total_events=None if source_spec else events)
         with PeakMemory() as memory:
-            result = job.run(checkpoint_dir=ckpt, on_progress=printer, timeout=timeout, log_file=home / "spark.log")
+            # --fresh deletes only what sparkstate made for the job (its checkpoint, output folder and the
+            # tables it created; a database's markers too, as the new checkpoint's batch ids start at 0 again),
+            # under the checkpoint's lock, once the job is known to be well formed
+            result = job.run(checkpoint_dir=ckpt, on_progress=printer, timeout=timeout, log_file=home / "spark.log",
+                             fresh=fresh)
         result.peak_memory_bytes = memory.peak_bytes
         from sparkstate.runtime.state_reader import state_keys  # Spark has started by now
 
