@@ -22,6 +22,7 @@ from rich.table import Table
 
 from sparkstate.api.checkpointing import DEFAULT_INTERVAL, DEFAULT_RETAINED
 from sparkstate.errors import SparkStateError
+from sparkstate.runtime.terminal import labelled, text
 
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)
@@ -62,9 +63,9 @@ def explain_job(job_name: str, events: int, source_spec: str | None) -> None:
     try:
         seed_job = get_job(job_name)
         job = seed_job.on_source(seed_job.text_source(source_spec)) if source_spec else seed_job.job(events=events)
-        console.print(explain(job), soft_wrap=True)
+        console.print(text(explain(job)), soft_wrap=True)
     except SparkStateError as exc:
-        errors.print(f"[red]error:[/] {exc}", soft_wrap=True)
+        errors.print(labelled("error:", "red", exc), soft_wrap=True)
         sys.exit(1)
 
 
@@ -162,11 +163,11 @@ def run(
         )
         if source_spec and isinstance(sink, ConsoleSink):
             job = job.dead_letters(sink)  # a line that is not an event shows beside the rows, with its reason
-        console.print(f"[bold]{job.name}[/]: {seed_job.description}")
+        console.print(text(job.name, "bold") + text(f": {seed_job.description}"))
         source = job.source_spec
         assert source is not None, "a seed job has a source"
-        console.print(f"source: {source.describe()} ({describe_guarantee(source)})")
-        console.print(f"sink: {sink.describe()}; checkpoint: {ckpt}")
+        console.print(text(f"source: {source.describe()} ({describe_guarantee(source)})"))
+        console.print(text(f"sink: {sink.describe()}; checkpoint: {ckpt}"))
         if not source.bounded:
             console.print("the source has no end: Ctrl-C (or --timeout) stops the run, and the next run resumes")
         console.print("starting Spark (the first batch includes Spark's start-up)...")
@@ -182,15 +183,16 @@ def run(
 
         result.state_keys = state_keys(ckpt, state_backend)
         if result.already_complete:
-            console.print(f"[green]{job.name} already ran to the end[/] with this checkpoint; --fresh starts over.")
+            console.print(text(f"{job.name} already ran to the end", "green")
+                          + text(" with this checkpoint; --fresh starts over."))
         print_summary(result, console)
         if isinstance(sink, ParquetSink) and seed_job.summary_key:
             _print_results(sink.path, seed_job.summary_key, seed_job.summary_order)
         if isinstance(sink, DatabaseSink):
             bound = database.bind_job_sinks(job).sink_spec
-            console.print(f"output: {database.count_rows(bound):,} rows in table {bound.table} ({bound.describe()})")
+            console.print(text(f"output: {database.count_rows(bound):,} rows in table {bound.table} ({bound.describe()})"))
     except SparkStateError as exc:
-        errors.print(f"[red]error:[/] {exc}", soft_wrap=True)
+        errors.print(labelled("error:", "red", exc), soft_wrap=True)
         sys.exit(1)
     except KeyboardInterrupt:  # e.g. while Spark starts (once the query runs, Ctrl-C stops it cleanly)
         errors.print("interrupted: the checkpoint keeps every committed batch, and the next run resumes from it",
@@ -235,15 +237,16 @@ def list_checkpoints(job_name: str, checkpoint_dir: str | None) -> None:
         rows = retained_checkpoints(checkpoint)
         if not rows:
             what = "holds no committed checkpoint" if checkpoint.exists() else "does not exist"
-            errors.print(f"[red]error:[/] checkpoint directory {checkpoint.root} {what}: run `sparkstate run {job_name}` "
-                         "first, or give the job's directory with --checkpoint DIR", soft_wrap=True)
+            errors.print(labelled("error:", "red", f"checkpoint directory {checkpoint.root} {what}: run `sparkstate run "
+                                  f"{job_name}` first, or give the job's directory with --checkpoint DIR"), soft_wrap=True)
             sys.exit(1)
         try:
             owner = checkpoint.read_metadata().get("job")
         except (OSError, ValueError):
             owner = None
         if owner not in (None, job_name):
-            errors.print(f"[yellow]warning:[/] {checkpoint.root} belongs to job {owner!r}, not {job_name!r}", soft_wrap=True)
+            errors.print(labelled("warning:", "yellow", f"{checkpoint.root} belongs to job {owner!r}, not {job_name!r}"),
+                         soft_wrap=True)
         # one line per checkpoint also when the output goes to a file or a pipe (80 columns)
         out = console if console.is_terminal else Console(highlight=False, width=160)
         out.print(checkpoints_table(rows, f"{job_name}: {len(rows):,} retained checkpoints in {checkpoint.root}"))
@@ -254,7 +257,7 @@ def list_checkpoints(job_name: str, checkpoint_dir: str | None) -> None:
             soft_wrap=True,
         )
     except SparkStateError as exc:
-        errors.print(f"[red]error:[/] {exc}", soft_wrap=True)
+        errors.print(labelled("error:", "red", exc), soft_wrap=True)
         sys.exit(1)
 
 

@@ -71,19 +71,22 @@ def _side_table(rows: list, schema: Any) -> Any:
 
 
 def _print_batch(sink: ConsoleSink, table: Any, batch_id: int, title: str = "") -> None:
-    """Print up to ``sink.rows`` rows of one batch (an Arrow table)."""
+    """Print up to ``sink.rows`` rows of one batch (an Arrow table): data as text, never as
+    Rich markup, its control characters escaped (``terminal.py``)."""
     from rich.console import Console
     from rich.table import Table
+
+    from sparkstate.runtime.terminal import text
 
     if table.num_rows == 0:
         return
     shown = table.slice(0, sink.rows).to_pylist()
     more = f" (first {len(shown)})" if table.num_rows > len(shown) else ""
-    view = Table(title=f"{title}batch {batch_id}: {table.num_rows:,} rows{more}", title_justify="left")
+    view = Table(title=text(f"{title}batch {batch_id}: {table.num_rows:,} rows{more}"), title_justify="left")
     for name in table.column_names:
-        view.add_column(name, overflow="ellipsis" if sink.truncate else "fold", max_width=40 if sink.truncate else None)
+        view.add_column(text(name), overflow="ellipsis" if sink.truncate else "fold", max_width=40 if sink.truncate else None)
     for row in shown:
-        view.add_row(*[str(v) for v in row.values()])
+        view.add_row(*[text(v) for v in row.values()])
     Console(highlight=False).print(view)
 
 
