@@ -229,12 +229,16 @@ def list_checkpoints(job_name: str, checkpoint_dir: str | None) -> None:
     A local directory is read without starting Spark.
     """
     from sparkstate.metrics.progress import checkpoints_table
+    from sparkstate.runtime.checkpoint import damaged_metadata
     from sparkstate.runtime.checkpoint_dir import CheckpointDir
     from sparkstate.runtime.checkpoint_stats import retained_checkpoints
 
     try:
         checkpoint = CheckpointDir.open(checkpoint_dir or str(Path(".sparkstate") / job_name / "checkpoint"))
-        rows = retained_checkpoints(checkpoint)
+        notes: list[str] = []
+        rows = retained_checkpoints(checkpoint, notes)
+        for note in notes:
+            errors.print(labelled("warning:", "yellow", note), soft_wrap=True)
         if not rows:
             what = "holds no committed checkpoint" if checkpoint.exists() else "does not exist"
             errors.print(labelled("error:", "red", f"checkpoint directory {checkpoint.root} {what}: run `sparkstate run "
@@ -242,8 +246,11 @@ def list_checkpoints(job_name: str, checkpoint_dir: str | None) -> None:
             sys.exit(1)
         try:
             owner = checkpoint.read_metadata().get("job")
-        except (OSError, ValueError):
+        except FileNotFoundError:
             owner = None
+        except (OSError, ValueError) as exc:
+            owner = None
+            errors.print(labelled("warning:", "yellow", damaged_metadata(checkpoint, exc)), soft_wrap=True)
         if owner not in (None, job_name):
             errors.print(labelled("warning:", "yellow", f"{checkpoint.root} belongs to job {owner!r}, not {job_name!r}"),
                          soft_wrap=True)

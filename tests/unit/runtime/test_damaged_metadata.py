@@ -1,0 +1,64 @@
+"""A damaged ``sparkstate.json`` or ``checkpoints.jsonl`` says what is damaged and what to do;
+metadata is written atomically and durably."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from sparkstate.cli import main
+
+
+def _checkpoint(root: Path, meta: bytes) -> Path:
+    (root / "commits").mkdir(parents=True)
+    (root / "commits" / "0").write_text("v1\n{}\n")
+    (root / "sparkstate.json").write_bytes(meta)
+    return root
+
+
+def test_a_damaged_sparkstate_json_names_the_file_and_the_fix(tmp_path):
+    ckpt = _checkpoint(tmp_path / "ckpt", b'{"job": "running-sum", "function": "RunningS')
+    result = CliRunner().invoke(main, ["run", "running-sum", "--events", "10", "--checkpoint", str(ckpt),
+                                       "--sink", "noop"], terminal_width=400)
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.output.split())
+    assert f"{ckpt / 'sparkstate.json'} is damaged (Unterminated string" in said
+    assert "Spark's offsets and state beside it are not affected" in said
+    assert "put back a copy of it from a backup" in said and "--fresh" in said
+
+    listed = CliRunner().invoke(main, ["checkpoints", "running-sum", "--checkpoint", str(ckpt)], terminal_width=400)
+    assert listed.exit_code == 0 and "is damaged" in " ".join(listed.output.split())
+
+
+def test_a_damaged_checkpoint_log_is_skipped_with_a_warning(tmp_path):
+    ckpt = _checkpoint(tmp_path / "ckpt", b'{"job": "running-sum"}')
+    (ckpt / "sparkstate").mkdir()
+    (ckpt / "sparkstate" / "checkpoints.jsonl").write_bytes(
+        b'{"batch_id": 0, "time": "2026-11-22T10:00:00.000Z", "duration_ms": 42}\n'
+        b'\xff\xfe\x00garbage\n{"batch_id": 1, "time": "t", "duration_ms": "slow"}\nnull\n'
+    )
+    result = CliRunner().invoke(main, ["checkpoints", "running-sum", "--checkpoint", str(ckpt)], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "42 ms" in said  # the good record is still shown
+    assert "checkpoints.jsonl is damaged: line 2, 3, 4 is not a checkpoint record" in said
+    assert "the checkpoint itself is not affected" in said
+
+
+def test_metadata_is_synced_before_and_after_its_rename(tmp_path, monkeypatch):
+    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    ckpt = CheckpointDir.open(tmp_path / "ckpt")
+    ckpt.write_metadata({"job": "j"})
+    assert synced == [str(tmp_path / "ckpt" / ".sparkstate.json.tmp"), str(tmp_path / "ckpt")]
+    assert ckpt.read_metadata() == {"job": "j"}
