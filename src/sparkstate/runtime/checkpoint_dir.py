@@ -52,6 +52,7 @@ class CheckpointDir:
     LIST_SOURCES = "sparkstate-sources"
     #: Spark's own
     OFFSETS = "offsets"
+    SOURCES = "sources"
     COMMITS = "commits"
     STATE = "state"
 
@@ -172,6 +173,43 @@ class CheckpointDir:
         except (OSError, ValueError):
             offset = None
         return batch, offset
+
+    def batch_source_offsets(self, batch: int) -> list[Any] | None:
+        """The source offsets (parsed JSON, one per source; None where Spark wrote ``-``) the
+        offset log records for ``batch``: where its input ends. None when it has no entry."""
+        try:
+            lines = self.storage.read_text(self.OFFSETS, str(batch)).splitlines()
+        except (OSError, ValueError):
+            return None
+        out: list[Any] = []
+        for line in lines[2:]:
+            try:
+                out.append(None if line in ("-", "") else json.loads(line))
+            except ValueError:
+                out.append(None)
+        return out
+
+    def source_files(self, source: int, after: int, upto: int) -> list[str]:
+        """The files Spark's file source ``source`` (its index in the query) took in its log
+        batches ``after + 1`` to ``upto``, from its log under ``sources/`` (compacted or not)."""
+        names = {e.name for e in self.storage.list(self.SOURCES, str(source))}
+        plain = [str(k) for k in range(after + 1, upto + 1) if str(k) in names]
+        compact = sorted(int(n.split(".")[0]) for n in names if n.endswith(".compact") and n.split(".")[0].isdigit())
+        covering = [f"{k}.compact" for k in compact if k > after][:1]
+        files: dict[str, None] = {}
+        for name in [*plain, *covering]:
+            try:
+                lines = self.storage.read_text(self.SOURCES, str(source), name).splitlines()
+            except (OSError, ValueError):
+                continue
+            for line in lines[1:]:
+                try:
+                    entry = json.loads(line)
+                    if after < int(entry["batchId"]) <= upto:
+                        files[str(entry["path"])] = None
+                except (ValueError, KeyError, TypeError):
+                    continue
+        return list(files)
 
     def list_state(self, *parts: str) -> list[Entry]:
         """A directory under ``state/`` (parts relative to it); empty when it does not exist."""

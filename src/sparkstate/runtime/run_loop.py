@@ -28,7 +28,7 @@ from sparkstate.errors import JobDefinitionError
 from sparkstate.runtime.checkpoint import check_or_write, job_metadata
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
 from sparkstate.runtime.checkpoint_stats import CheckpointRecorder, state_bytes
-from sparkstate.runtime.failures import clean_failure
+from sparkstate.runtime.failures import batch_input, clean_failure
 from sparkstate.runtime.fresh import claim_outputs, parquet_sinks, start_fresh
 from sparkstate.runtime.interrupts import ctrl_c_stops
 from sparkstate.runtime.planner import NATIVE, plan
@@ -205,7 +205,8 @@ def _run_locked(
                         if problem is not None:
                             raise problem from None
                         batch, _ = checkpoint.last_committed_offset()
-                        raise clean_failure(exc, checkpoint.root, batch) from None
+                        read = batch_input(checkpoint, 0 if batch is None else batch + 1)
+                        raise clean_failure(exc, checkpoint.root, batch, read) from None
                     result.completed = True
                     break
                 if _end_reached(result.progress, end) or (until is not None and until(result)):

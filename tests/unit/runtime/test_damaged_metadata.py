@@ -62,3 +62,28 @@ def test_metadata_is_synced_before_and_after_its_rename(tmp_path, monkeypatch):
     ckpt.write_metadata({"job": "j"})
     assert synced == [str(tmp_path / "ckpt" / ".sparkstate.json.tmp"), str(tmp_path / "ckpt")]
     assert ckpt.read_metadata() == {"job": "j"}
+
+
+def test_the_input_of_a_failing_batch_from_the_offset_and_file_source_logs(tmp_path):
+    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+    from sparkstate.runtime.failures import batch_input, clean_failure
+
+    root = tmp_path / "ckpt"
+    (root / "offsets").mkdir(parents=True)
+    (root / "sources" / "0").mkdir(parents=True)
+    meta = '{"batchWatermarkMs":0}'
+    for batch, log in ((4, 9), (5, 12)):
+        (root / "offsets" / str(batch)).write_text(f'v1\n{meta}\n{{"logOffset":{log}}}')
+    entry = '{{"path":"file:///in/{}.json","timestamp":1,"batchId":{}}}'
+    # Spark compacts its file source log every 10 batches: 9.compact holds batches 0-9
+    (root / "sources" / "0" / "9.compact").write_text("v1\n" + "\n".join(entry.format(f"f{b}", b) for b in range(10)))
+    for b in (10, 11, 12):
+        (root / "sources" / "0" / str(b)).write_text(f"v1\n{entry.format(f'f{b}', b)}")
+    ckpt = CheckpointDir.open(root)
+    assert batch_input(ckpt, 5) == "files /in/f10.json, /in/f11.json, /in/f12.json"
+    assert batch_input(ckpt, 6) is None  # not planned yet
+    (root / "offsets" / "0").write_text(f'v1\n{meta}\n{{"offset":0}}')
+    (root / "offsets" / "1").write_text(f'v1\n{meta}\n{{"offset":5000}}')
+    assert batch_input(ckpt, 1) == "source offsets 0 to 5000"
+    message = str(clean_failure(RuntimeError("boom"), str(root), 4, batch_input(ckpt, 5)))
+    assert "batches up to 4 are committed" in message and "Batch 5 read files /in/f10.json" in message
