@@ -1,4 +1,5 @@
-"""A batch that fails says what it read: the message names the input files of the failing batch."""
+"""A batch that fails says what it read (the input files of the failing batch), and the default
+side outputs in the checkpoint follow its retention."""
 
 from __future__ import annotations
 
@@ -8,7 +9,16 @@ import os
 import pytest
 from spark_helpers import FAST
 
-from sparkstate import FileSource, Job, JobFailedError, KeyedProcessFunction, MemorySink, UpiPayments
+from sparkstate import (
+    FileSource,
+    Job,
+    JobFailedError,
+    KeyedProcessFunction,
+    ListSource,
+    MemorySink,
+    UpiPayments,
+    WatermarkStrategy,
+)
 
 
 class Picky(KeyedProcessFunction):
@@ -36,3 +46,24 @@ def test_a_failing_batch_names_its_files(spark, checkpoint, tmp_path):
     assert "unlucky amount" in message and "'m1'" in message  # the error, with its key
     assert f"batches up to 0 are committed in {checkpoint}. Batch 1 read file {folder / 'poison.json'}." in message
     assert "batch 1 is run again on the same input" in message
+
+
+class Total(KeyedProcessFunction):
+    def process_element(self, e, ctx):
+        yield {"k": ctx.get_current_key(), "v": e["v"]}
+
+
+def test_default_side_outputs_keep_the_batches_the_checkpoint_retains(spark, checkpoint):
+    # each batch has an event without event time: a dead letter in the checkpoint's side-outputs/
+    batches = [[{"ts": 1000 * b, "k": "a", "v": 1.0}, {"ts": None, "k": "a", "v": 2.0}] for b in range(5)]
+    wm = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_column("ts")
+    job = (
+        Job("dead").source(ListSource(batches, "ts bigint, k string, v double"), watermark=wm).key_by("k")
+        .process(Total(), output_schema="k string, v double").sink(MemorySink())
+        .with_settings(state_backend="hashmap", **FAST).with_checkpointing(retained=2)
+    )
+    result = job.run(checkpoint_dir=checkpoint, spark=spark)
+    assert result.side_outputs == {"dead_letters": 5}
+    kept = sorted(p.name for p in (checkpoint / "side-outputs" / "dead_letters").iterdir())
+    last = max(result.batch_side_outputs)
+    assert kept == [f"batch_id={last - 1}", f"batch_id={last}"]

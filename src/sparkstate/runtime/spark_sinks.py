@@ -32,6 +32,7 @@ from sparkstate.connectors.sinks import ConsoleSink, DatabaseSink, ForeachBatchS
 from sparkstate.engine.output import python_rows
 from sparkstate.errors import JobDefinitionError
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
+from sparkstate.runtime.storage import is_local
 
 
 class SparkSink(Protocol):
@@ -218,11 +219,25 @@ def open_database_sinks(job: Any, checkpoint: CheckpointDir, native: bool) -> An
 # --------------------------------------------------------------------------- side outputs
 
 
+def prune_batch_folders(folder: str, keep_after: int) -> None:
+    """Delete a local side-output folder's ``batch_id=n`` folders with ``n <= keep_after``."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        n = name.removeprefix("batch_id=")
+        if n != name and n.isdigit() and int(n) <= keep_after:
+            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+
+
 def attach_dispatch(job: Any, writer: Any, default_dir: str, counts: dict[int, dict[str, int]]) -> Any:
     """Configure ``writer`` to split each batch into the main sink and the side-output sinks.
 
     Side outputs without a sink of their own go to a table beside the main one when the main
-    sink is a database (``<table>_<name>``), else to Parquet under ``default_dir/<name>``;
+    sink is a database (``<table>_<name>``), else to Parquet under ``default_dir/<name>`` (in
+    the checkpoint directory), where they follow the checkpoint's retention: the folders of
+    the last ``retained`` batches are kept, older ones deleted as batches complete.
     ``counts[batch_id]`` gets the number of side rows written per side output.
     """
     from pyspark.sql import functions as F
@@ -232,6 +247,9 @@ def attach_dispatch(job: Any, writer: Any, default_dir: str, counts: dict[int, d
     names = job.side_output_names
     schemas = {n: job.side_output_schema(n) for n in names}
     sinks = {n: s or ParquetSink(os.path.join(default_dir, n)) for n, s in database.side_sinks(job).items()}
+    # the default folders, inside the checkpoint: kept as long as the checkpoint keeps its batches
+    defaults = [sinks[n].path for n, s in database.side_sinks(job).items() if s is None and is_local(default_dir)]
+    retained = job.settings.checkpoint.retained
     main = spark_sink(job.sink_spec)
     bindings = {n: spark_sink(s) for n, s in sinks.items()}
     discard = spark_sink(NoopSink())
@@ -248,6 +266,8 @@ def attach_dispatch(job: Any, writer: Any, default_dir: str, counts: dict[int, d
             for name, rows in by_name.items():
                 bindings.get(name, discard).write_side(name, rows, schemas.get(name), df.sparkSession, batch_id)
             counts[batch_id] = {name: len(rows) for name, rows in by_name.items()}
+            for folder in defaults:
+                prune_batch_folders(folder, batch_id - retained)
         finally:
             df.unpersist()
 
