@@ -1,5 +1,6 @@
 """A damaged ``sparkstate.json`` or ``checkpoints.jsonl`` says what is damaged and what to do;
-metadata is written atomically and durably."""
+metadata is written atomically and durably; a failing batch names its input; the files a run
+leaves behind (Spark's log, temporary directories) stay bounded."""
 
 from __future__ import annotations
 
@@ -87,3 +88,38 @@ def test_the_input_of_a_failing_batch_from_the_offset_and_file_source_logs(tmp_p
     assert batch_input(ckpt, 1) == "source offsets 0 to 5000"
     message = str(clean_failure(RuntimeError("boom"), str(root), 4, batch_input(ckpt, 5)))
     assert "batches up to 4 are committed" in message and "Batch 5 read files /in/f10.json" in message
+
+
+def test_a_grown_spark_log_is_moved_aside_when_spark_starts(tmp_path, monkeypatch):
+    from sparkstate.runtime import spark_session
+
+    log = tmp_path / "spark.log"
+    log.write_bytes(b"old run\n" * 1000)
+    monkeypatch.setattr(spark_session, "LOG_ROTATE_BYTES", 4000)
+    with spark_session._redirect_fds(log):
+        os.write(2, b"new run\n")
+    assert log.read_bytes() == b"new run\n"
+    assert (tmp_path / "spark.log.1").read_bytes().startswith(b"old run\n")
+    with spark_session._redirect_fds(log):  # small: appended to
+        os.write(2, b"again\n")
+    assert log.read_bytes() == b"new run\nagain\n"
+
+
+def test_list_source_temp_dirs_go_with_their_process(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    code = ("import tempfile; tempfile.tempdir = %r\n"
+            "from sparkstate.runtime.spark_sources import scratch_temp_dir\n"
+            "print(scratch_temp_dir())") % str(tmp_path)
+    ended = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert ended.startswith(str(tmp_path)) and not os.path.exists(ended)  # deleted at exit
+    killed = tmp_path / "sparkstate-list-999999999-abc"  # left by a process killed before it could delete it
+    killed.mkdir()
+    (killed / "list-source.json").write_text("[]")
+    from sparkstate.runtime.spark_sources import scratch_temp_dir
+
+    mine = scratch_temp_dir()
+    assert os.path.isdir(mine) and not killed.exists()
