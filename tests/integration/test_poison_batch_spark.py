@@ -67,3 +67,17 @@ def test_default_side_outputs_keep_the_batches_the_checkpoint_retains(spark, che
     kept = sorted(p.name for p in (checkpoint / "side-outputs" / "dead_letters").iterdir())
     last = max(result.batch_side_outputs)
     assert kept == [f"batch_id={last - 1}", f"batch_id={last}"]
+
+
+def test_a_lease_guards_a_checkpoint_reached_through_hadoop(spark, tmp_path):
+    from sparkstate.errors import CheckpointInUseError
+    from sparkstate.runtime.run_lock import LEASE_FILE, lock_checkpoint
+    from sparkstate.runtime.storage import HadoopStorage
+
+    storage = HadoopStorage(str(tmp_path / "ckpt"), spark)  # as for hdfs:// or s3a://, on the local disk
+    first = lock_checkpoint(storage, "job-a")
+    with pytest.raises(CheckpointInUseError, match="in use by another run \\(job 'job-a', pid"):
+        lock_checkpoint(storage, "job-b")
+    first.release()
+    assert not storage.exists(LEASE_FILE)
+    lock_checkpoint(storage, "job-b").release()
