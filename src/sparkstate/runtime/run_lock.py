@@ -68,7 +68,8 @@ def _in_use(root: str, holder: dict | None, how: str) -> CheckpointInUseError:
     )
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process of this host with id ``pid`` runs (or may: one of another user)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -135,7 +136,7 @@ class RunLock:
 
     def _stale(self, holder: dict) -> bool:
         if holder.get("host") == socket.gethostname() and isinstance(holder.get("pid"), int):
-            if not _alive(holder["pid"]):
+            if not process_alive(holder["pid"]):
                 return True
         renewed = holder.get("renewed")
         return not isinstance(renewed, (int, float)) or time.time() - renewed > LEASE_SECONDS

@@ -492,24 +492,16 @@ def scratch_temp_dir() -> str:
     import atexit
     import shutil
 
+    from sparkstate.runtime.run_lock import process_alive
+
     base = tempfile.gettempdir()
     for name in os.listdir(base):
         pid = name.removeprefix(_TEMP_PREFIX).split("-")[0]
-        if name.startswith(_TEMP_PREFIX) and pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if name.startswith(_TEMP_PREFIX) and pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
             shutil.rmtree(os.path.join(base, name), ignore_errors=True)
     directory = tempfile.mkdtemp(prefix=f"{_TEMP_PREFIX}{os.getpid()}-")
     atexit.register(shutil.rmtree, directory, True)
     return directory
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
 
 
 @spark_source.register(ListSource)

@@ -111,9 +111,9 @@ def test_list_source_temp_dirs_go_with_their_process(tmp_path, monkeypatch):
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    code = ("import tempfile; tempfile.tempdir = %r\n"
+    code = (f"import tempfile; tempfile.tempdir = {str(tmp_path)!r}\n"
             "from sparkstate.runtime.spark_sources import scratch_temp_dir\n"
-            "print(scratch_temp_dir())") % str(tmp_path)
+            "print(scratch_temp_dir())")
     ended = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert ended.startswith(str(tmp_path)) and not os.path.exists(ended)  # deleted at exit
     killed = tmp_path / "sparkstate-list-999999999-abc"  # left by a process killed before it could delete it
