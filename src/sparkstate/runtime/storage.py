@@ -200,6 +200,12 @@ def _os_error(exc: Exception, path: str) -> OSError:
     return OSError(code, first, path)
 
 
+def _tmp_of(parts: tuple[str, ...]) -> tuple[str, ...]:
+    """Where ``write_atomic`` writes a file's new content before it takes the file's name."""
+    *parent, name = parts
+    return (*parent, f".{name}.tmp")
+
+
 class HadoopStorage(Storage):
     """A checkpoint directory on any file system Hadoop reaches (HDFS, S3, GCS, ADLS...),
     through the JVM of a Spark session."""
@@ -238,11 +244,17 @@ class HadoopStorage(Storage):
             finally:
                 stream.close()
 
-        return self._call(parts, read)  # OSError(ENOENT, ...) is a FileNotFoundError
+        try:
+            return self._call(parts, read)  # OSError(ENOENT, ...) is a FileNotFoundError
+        except FileNotFoundError:
+            # a write_atomic cut short between its delete and its rename: the whole new content
+            # is in the temporary file (written and closed before the old file was deleted)
+            if not parts or not self._call(_tmp_of(parts), self._fs.exists):
+                raise
+            return self._call(_tmp_of(parts), read)
 
     def write_atomic(self, data: bytes, *parts: str) -> None:
-        *parent, name = parts
-        tmp = (*parent, f".{name}.tmp")
+        tmp = _tmp_of(parts)
 
         def write(p: Any) -> None:
             out = self._fs.create(p, True)
@@ -276,10 +288,14 @@ class HadoopStorage(Storage):
         return True
 
     def exists(self, *parts: str) -> bool:
-        return bool(self._call(parts, self._fs.exists))
+        if self._call(parts, self._fs.exists):
+            return True
+        return bool(parts) and bool(self._call(_tmp_of(parts), self._fs.isFile))  # see read_bytes
 
     def delete(self, *parts: str) -> None:
         self._call(parts, lambda p: self._fs.delete(p, True))
+        if parts:
+            self._call(_tmp_of(parts), lambda p: self._fs.delete(p, False))  # see read_bytes
 
 
 def open_storage(directory: str | os.PathLike, spark: Any = None) -> Storage:

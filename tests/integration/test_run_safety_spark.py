@@ -1,5 +1,6 @@
-"""A batch that fails says what it read (the input files of the failing batch), and the default
-side outputs in the checkpoint follow its retention."""
+"""On Spark: a batch that fails says what it read (the input files of the failing batch); the
+default side outputs in the checkpoint follow its retention; a checkpoint reached through
+Hadoop is guarded by a lease, and its metadata survives a write cut short."""
 
 from __future__ import annotations
 
@@ -81,3 +82,20 @@ def test_a_lease_guards_a_checkpoint_reached_through_hadoop(spark, tmp_path):
     first.release()
     assert not storage.exists(LEASE_FILE)
     lock_checkpoint(storage, "job-b").release()
+
+
+def test_metadata_survives_a_hadoop_write_cut_between_delete_and_rename(spark, tmp_path):
+    """On HDFS or S3 the new content takes the file's name by delete + rename: a crash between
+    the two left no sparkstate.json, and the checkpoint looked like one sparkstate did not write."""
+    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+    from sparkstate.runtime.storage import HadoopStorage
+
+    storage = HadoopStorage(str(tmp_path / "ckpt"), spark)
+    checkpoint = CheckpointDir(storage)
+    checkpoint.write_metadata({"job": "j", "v": 1})
+    storage._call(("sparkstate.json",), lambda p: storage._fs.rename(p, storage._jpath(".sparkstate.json.tmp")))
+    assert checkpoint.has_metadata() and checkpoint.read_metadata() == {"job": "j", "v": 1}
+    checkpoint.write_metadata({"job": "j", "v": 2})
+    assert checkpoint.read_metadata() == {"job": "j", "v": 2} and not (tmp_path / "ckpt" / ".sparkstate.json.tmp").exists()
+    storage.delete("sparkstate.json")
+    assert not checkpoint.has_metadata()
