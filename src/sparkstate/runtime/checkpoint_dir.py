@@ -103,10 +103,6 @@ class CheckpointDir:
     def exists(self) -> bool:
         return self.storage.exists()
 
-    def delete(self) -> None:
-        """Delete the whole directory."""
-        self.storage.delete()
-
     def lock(self, job: str) -> RunLock:
         """Take the directory's run lock for a run of ``job`` (see ``run_lock.py``):
         :class:`~sparkstate.errors.CheckpointInUseError` naming the run that holds it."""
