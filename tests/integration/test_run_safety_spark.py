@@ -56,7 +56,7 @@ class Total(KeyedProcessFunction):
 
 def test_default_side_outputs_keep_the_batches_the_checkpoint_retains(spark, checkpoint):
     # each batch has an event without event time: a dead letter in the checkpoint's side-outputs/
-    batches = [[{"ts": 1000 * b, "k": "a", "v": 1.0}, {"ts": None, "k": "a", "v": 2.0}] for b in range(5)]
+    batches = [[{"ts": 1000 * b, "k": "a", "v": 1.0}, {"ts": None, "k": "a", "v": 2.0}] for b in range(4)]
     wm = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_column("ts")
     job = (
         Job("dead").source(ListSource(batches, "ts bigint, k string, v double"), watermark=wm).key_by("k")
@@ -64,10 +64,12 @@ def test_default_side_outputs_keep_the_batches_the_checkpoint_retains(spark, che
         .with_settings(state_backend="hashmap", **FAST).with_checkpointing(retained=2)
     )
     result = job.run(checkpoint_dir=checkpoint, spark=spark)
-    assert result.side_outputs == {"dead_letters": 5}
+    assert result.side_outputs == {"dead_letters": 4}
     kept = sorted(p.name for p in (checkpoint / "side-outputs" / "dead_letters").iterdir())
     last = max(result.batch_side_outputs)
-    assert kept == [f"batch_id={last - 1}", f"batch_id={last}"]
+    with_rows = [b for b, counts in sorted(result.batch_side_outputs.items()) if counts.get("dead_letters")]
+    assert len(with_rows) >= 3  # so that some fell out of the two retained batches
+    assert kept == [f"batch_id={b}" for b in with_rows if b > last - 2]
 
 
 def test_a_lease_guards_a_checkpoint_reached_through_hadoop(spark, tmp_path):
