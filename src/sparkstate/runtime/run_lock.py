@@ -124,9 +124,12 @@ class RunLock:
         except BaseException:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(self.owner).encode(), 0)
         self._fd = fd
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(self.owner).encode(), 0)
+        except OSError:
+            pass  # a full disk: the lock holds all the same, only a second run cannot say whose it is
 
     def _read_lease(self) -> dict | None:
         try:
