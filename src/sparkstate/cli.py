@@ -177,7 +177,7 @@ def run(
             # tables it created; a database's markers too, as the new checkpoint's batch ids start at 0 again),
             # under the checkpoint's lock, once the job is known to be well formed
             result = job.run(checkpoint_dir=ckpt, on_progress=printer, timeout=timeout, log_file=home / "spark.log",
-                             fresh=fresh)
+                             fresh=fresh, on_notice=_notice)
         result.peak_memory_bytes = memory.peak_bytes
         from sparkstate.runtime.state_reader import state_keys  # Spark has started by now
 
@@ -198,6 +198,11 @@ def run(
         errors.print("interrupted: the checkpoint keeps every committed batch, and the next run resumes from it",
                      soft_wrap=True)
         sys.exit(130)
+
+
+def _notice(message: str) -> None:
+    """A run's notice before it starts (what --fresh kept): shown at once, and in the summary."""
+    console.print(labelled("note:", "yellow", message), soft_wrap=True)
 
 
 _GENERATOR_OPTIONS = ("events", "rate", "merchants", "payers", "seed", "settings", "max_batch")

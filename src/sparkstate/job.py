@@ -75,6 +75,7 @@ class Job(JobDescription):
         log_file: str | Path | None = None,
         until: Callable[[RunResult], bool] | None = None,
         fresh: bool = False,
+        on_notice: Callable[[str], None] | None = None,
     ) -> RunResult:
         """Run on Spark until a bounded source is exhausted, ``until(result)`` holds, or
         ``timeout`` seconds pass (an unbounded source needs one of the two).
@@ -87,7 +88,8 @@ class Job(JobDescription):
         ``fresh`` starts over: it deletes the checkpoint and the job's outputs first, but only
         what sparkstate made for this job (a checkpoint holding its metadata, a Parquet folder
         the job wrote, a table the job created); anything else is kept, and the run says so
-        (a kept table, in ``result.warnings``) or is refused (a folder that is not the job's).
+        (a kept table: to ``on_notice`` at once, and in ``result.warnings``) or is refused (a
+        folder that is not the job's).
         """
         from sparkstate.runtime.run_loop import run_job
 
@@ -100,4 +102,5 @@ class Job(JobDescription):
             log_file=log_file,
             until=until,
             fresh=fresh,
+            on_notice=on_notice,
         )

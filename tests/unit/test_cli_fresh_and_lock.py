@@ -80,6 +80,9 @@ def test_fresh_keeps_a_table_the_job_did_not_create_though_the_run_then_fails(tm
     # the table does not fit the job's output: the run fails before batch 0, and the table is as it was
     assert result.exit_code == 1, result.output
     assert "table customers" in said(result) and "does not fit the job's output" in said(result)
+    # what --fresh kept is said at once, before the run goes on (here: to fail)
+    assert "note: --fresh kept table customers in SQLite database" in said(result)
+    assert "it existed before sparkstate wrote to it, and --fresh drops only tables the job created" in said(result)
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT * FROM customers").fetchall() == [(1, "Asha")]
     # the job's own checkpoint did go (its lock file stays: the run held it)

@@ -76,10 +76,12 @@ def run_job(
     log_file: str | Path | None = None,
     until: Callable[[RunResult], bool] | None = None,
     fresh: bool = False,
+    on_notice: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Run ``job`` until its bounded source is done, ``until(result)`` holds, ``timeout``
     passes, or Ctrl-C. ``fresh`` first deletes the job's checkpoint and outputs (only what
-    sparkstate made for the job: see ``fresh.py``).
+    sparkstate made for the job: see ``fresh.py``); what it kept goes to ``on_notice`` at
+    once, and to ``result.warnings``.
 
     The run holds the checkpoint directory's lock (``run_lock.py``) from before anything is
     deleted or set up until its query has stopped: a second run on the checkpoint fails at
@@ -97,7 +99,7 @@ def run_job(
     checkpoint = CheckpointDir.open(checkpoint_dir, spark)
     with checkpoint.lock(job.name) as lock:
         return _run_locked(job, checkpoint, lock, spark=spark, on_progress=on_progress, timeout=timeout,
-                           log_file=log_file, until=until, fresh=fresh)
+                           log_file=log_file, until=until, fresh=fresh, on_notice=on_notice)
 
 
 def _run_locked(
@@ -111,6 +113,7 @@ def _run_locked(
     log_file: str | Path | None,
     until: Callable[[RunResult], bool] | None,
     fresh: bool,
+    on_notice: Callable[[str], None] | None,
 ) -> RunResult:
     from sparkstate.runtime.spark_session import active_session, get_spark, local_cores, state_store_class
     from sparkstate.runtime.spark_sinks import open_database_sinks
@@ -137,7 +140,10 @@ def _run_locked(
         # after the job is known to be well formed, so that a bad job deletes nothing
         if not all(is_local(s.path) for s in parquet_sinks(job)):
             spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
-        result.warnings += start_fresh(bind_job_sinks(job), checkpoint, spark)
+        for note in start_fresh(bind_job_sinks(job), checkpoint, spark):
+            result.warnings.append(note)
+            if on_notice is not None:
+                on_notice(note)
     # an unreachable database or a table that does not fit stops the job here, before Spark starts
     job = open_database_sinks(job, checkpoint, native=chosen.path == NATIVE)
 
