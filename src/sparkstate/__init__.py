@@ -58,6 +58,7 @@ from sparkstate.connectors import (
     UpiPayments,
 )
 from sparkstate.errors import (
+    CheckpointInUseError,
     CheckpointMismatchError,
     CheckpointStorageError,
     JobDefinitionError,
@@ -86,6 +87,7 @@ __all__ = [
     "AggregatingState",
     "AggregatingStateDescriptor",
     "CheckpointConfig",
+    "CheckpointInUseError",
     "CheckpointMismatchError",
     "CheckpointStorageError",
     "ConsoleSink",

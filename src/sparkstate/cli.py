@@ -13,7 +13,6 @@ lists the checkpoints it retains, with their duration and sizes.
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from rich.table import Table
 
 from sparkstate.api.checkpointing import DEFAULT_INTERVAL, DEFAULT_RETAINED
 from sparkstate.errors import SparkStateError
+from sparkstate.runtime.terminal import labelled, text
 
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)
@@ -63,9 +63,9 @@ def explain_job(job_name: str, events: int, source_spec: str | None) -> None:
     try:
         seed_job = get_job(job_name)
         job = seed_job.on_source(seed_job.text_source(source_spec)) if source_spec else seed_job.job(events=events)
-        console.print(explain(job), soft_wrap=True)
+        console.print(text(explain(job)), soft_wrap=True)
     except SparkStateError as exc:
-        errors.print(f"[red]error:[/] {exc}", soft_wrap=True)
+        errors.print(labelled("error:", "red", exc), soft_wrap=True)
         sys.exit(1)
 
 
@@ -104,7 +104,8 @@ def explain_job(job_name: str, events: int, source_spec: str | None) -> None:
 @click.option("--window-path", type=click.Choice(["auto", "python", "native"]), default="auto", show_default=True,
               help="Window jobs: let the planner choose (see `sparkstate explain`), or force a path.")
 @click.option("--timeout", type=float, help="Stop after this many seconds (the next run resumes).")
-@click.option("--fresh", is_flag=True, help="Delete the job's checkpoint and output first.")
+@click.option("--fresh", is_flag=True,
+              help="Start over: delete the job's checkpoint and output first (only what sparkstate made for the job).")
 @click.option("--quiet", is_flag=True, help="No per-batch progress lines.")
 @click.pass_context
 def run(
@@ -138,7 +139,6 @@ def run(
     from sparkstate.jobs import get_job
     from sparkstate.metrics.memory import PeakMemory
     from sparkstate.metrics.progress import ProgressPrinter, print_summary
-    from sparkstate.runtime.checkpoint_dir import CheckpointDir
 
     try:
         seed_job = get_job(job_name)
@@ -167,43 +167,46 @@ def run(
         )
         if source_spec and isinstance(sink, ConsoleSink):
             job = job.dead_letters(sink)  # a line that is not an event shows beside the rows, with its reason
-        if fresh:
-            CheckpointDir.open(ckpt).delete()
-            if isinstance(sink, ParquetSink):
-                shutil.rmtree(sink.path, ignore_errors=True)
-            # a database sink's tables and markers go too: the new checkpoint's batch ids start at 0 again
-            for db_sink, _ in database.job_database_sinks(database.bind_job_sinks(job)):
-                database.reset(db_sink)
-        console.print(f"[bold]{job.name}[/]: {seed_job.description}")
+        console.print(text(job.name, "bold") + text(f": {seed_job.description}"))
         source = job.source_spec
         assert source is not None, "a seed job has a source"
-        console.print(f"source: {source.describe()} ({describe_guarantee(source)})")
-        console.print(f"sink: {sink.describe()}; checkpoint: {ckpt}")
+        console.print(text(f"source: {source.describe()} ({describe_guarantee(source)})"))
+        console.print(text(f"sink: {sink.describe()}; checkpoint: {ckpt}"))
         if not source.bounded:
             console.print("the source has no end: Ctrl-C (or --timeout) stops the run, and the next run resumes")
         console.print("starting Spark (the first batch includes Spark's start-up)...")
         printer = None if quiet else ProgressPrinter(console, total_events=None if source_spec else events)
         with PeakMemory() as memory:
-            result = job.run(checkpoint_dir=ckpt, on_progress=printer, timeout=timeout, log_file=home / "spark.log")
+            # --fresh deletes only what sparkstate made for the job (its checkpoint, output folder and the
+            # tables it created; a database's markers too, as the new checkpoint's batch ids start at 0 again),
+            # under the checkpoint's lock, once the job is known to be well formed
+            result = job.run(checkpoint_dir=ckpt, on_progress=printer, timeout=timeout, log_file=home / "spark.log",
+                             fresh=fresh, on_notice=_notice)
         result.peak_memory_bytes = memory.peak_bytes
         from sparkstate.runtime.state_reader import state_keys  # Spark has started by now
 
         result.state_keys = state_keys(ckpt, state_backend)
         if result.already_complete:
-            console.print(f"[green]{job.name} already ran to the end[/] with this checkpoint; --fresh starts over.")
+            console.print(text(f"{job.name} already ran to the end", "green")
+                          + text(" with this checkpoint; --fresh starts over."))
         print_summary(result, console)
         if isinstance(sink, ParquetSink) and seed_job.summary_key:
             _print_results(sink.path, seed_job.summary_key, seed_job.summary_order)
         if isinstance(sink, DatabaseSink):
             bound = database.bind_job_sinks(job).sink_spec
-            console.print(f"output: {database.count_rows(bound):,} rows in table {bound.table} ({bound.describe()})")
+            console.print(text(f"output: {database.count_rows(bound):,} rows in table {bound.table} ({bound.describe()})"))
     except SparkStateError as exc:
-        errors.print(f"[red]error:[/] {exc}", soft_wrap=True)
+        errors.print(labelled("error:", "red", exc), soft_wrap=True)
         sys.exit(1)
     except KeyboardInterrupt:  # e.g. while Spark starts (once the query runs, Ctrl-C stops it cleanly)
         errors.print("interrupted: the checkpoint keeps every committed batch, and the next run resumes from it",
                      soft_wrap=True)
         sys.exit(130)
+
+
+def _notice(message: str) -> None:
+    """A run's notice before it starts (what --fresh kept): shown at once, and in the summary."""
+    console.print(labelled("note:", "yellow", message), soft_wrap=True)
 
 
 _GENERATOR_OPTIONS = ("events", "rate", "merchants", "payers", "seed", "settings", "max_batch")
@@ -235,23 +238,31 @@ def list_checkpoints(job_name: str, checkpoint_dir: str | None) -> None:
     A local directory is read without starting Spark.
     """
     from sparkstate.metrics.progress import checkpoints_table
+    from sparkstate.runtime.checkpoint import damaged_metadata
     from sparkstate.runtime.checkpoint_dir import CheckpointDir
     from sparkstate.runtime.checkpoint_stats import retained_checkpoints
 
     try:
         checkpoint = CheckpointDir.open(checkpoint_dir or str(Path(".sparkstate") / job_name / "checkpoint"))
-        rows = retained_checkpoints(checkpoint)
+        notes: list[str] = []
+        rows = retained_checkpoints(checkpoint, notes)
+        for note in notes:
+            errors.print(labelled("warning:", "yellow", note), soft_wrap=True)
         if not rows:
             what = "holds no committed checkpoint" if checkpoint.exists() else "does not exist"
-            errors.print(f"[red]error:[/] checkpoint directory {checkpoint.root} {what}: run `sparkstate run {job_name}` "
-                         "first, or give the job's directory with --checkpoint DIR", soft_wrap=True)
+            errors.print(labelled("error:", "red", f"checkpoint directory {checkpoint.root} {what}: run `sparkstate run "
+                                  f"{job_name}` first, or give the job's directory with --checkpoint DIR"), soft_wrap=True)
             sys.exit(1)
         try:
             owner = checkpoint.read_metadata().get("job")
-        except (OSError, ValueError):
+        except FileNotFoundError:
             owner = None
+        except (OSError, ValueError) as exc:
+            owner = None
+            errors.print(labelled("warning:", "yellow", damaged_metadata(checkpoint, exc)), soft_wrap=True)
         if owner not in (None, job_name):
-            errors.print(f"[yellow]warning:[/] {checkpoint.root} belongs to job {owner!r}, not {job_name!r}", soft_wrap=True)
+            errors.print(labelled("warning:", "yellow", f"{checkpoint.root} belongs to job {owner!r}, not {job_name!r}"),
+                         soft_wrap=True)
         # one line per checkpoint also when the output goes to a file or a pipe (80 columns)
         out = console if console.is_terminal else Console(highlight=False, width=160)
         out.print(checkpoints_table(rows, f"{job_name}: {len(rows):,} retained checkpoints in {checkpoint.root}"))
@@ -262,7 +273,7 @@ def list_checkpoints(job_name: str, checkpoint_dir: str | None) -> None:
             soft_wrap=True,
         )
     except SparkStateError as exc:
-        errors.print(f"[red]error:[/] {exc}", soft_wrap=True)
+        errors.print(labelled("error:", "red", exc), soft_wrap=True)
         sys.exit(1)
 
 

@@ -13,6 +13,7 @@ built-in they refine (in brackets), so ``except ValueError`` keeps working::
     ├── ProcessFunctionError                   a user function raised
     ├── JobDefinitionError (ValueError)        a job built wrongly
     ├── CheckpointMismatchError                a checkpoint of another job or configuration
+    ├── CheckpointInUseError                   another run holds the checkpoint directory
     ├── JobFailedError                         a running job stopped with an error
     │   └── CheckpointStorageError             the checkpoint directory cannot be written
     ├── SinkError                              a sink cannot take the output
@@ -65,6 +66,11 @@ class JobDefinitionError(SparkStateError, ValueError):
 
 class CheckpointMismatchError(SparkStateError):
     """A checkpoint directory belongs to another job or to an incompatible configuration."""
+
+
+class CheckpointInUseError(SparkStateError):
+    """Another run holds the checkpoint directory's lock; the message names it (job, pid,
+    host, start time). One checkpoint takes one run at a time."""
 
 
 class JobFailedError(SparkStateError):

@@ -74,13 +74,22 @@ class Job(JobDescription):
         timeout: float | None = None,
         log_file: str | Path | None = None,
         until: Callable[[RunResult], bool] | None = None,
+        fresh: bool = False,
+        on_notice: Callable[[str], None] | None = None,
     ) -> RunResult:
         """Run on Spark until a bounded source is exhausted, ``until(result)`` holds, or
         ``timeout`` seconds pass (an unbounded source needs one of the two).
 
         ``checkpoint_dir`` (a path or a Hadoop-compatible URI) defaults to the checkpoint
         configuration's ``directory``. Re-running with the same directory resumes where the
-        last run committed.
+        last run committed. One run at a time holds a checkpoint directory: another run on it
+        fails at once with :class:`~sparkstate.errors.CheckpointInUseError` naming the first.
+
+        ``fresh`` starts over: it deletes the checkpoint and the job's outputs first, but only
+        what sparkstate made for this job (a checkpoint holding its metadata, a Parquet folder
+        the job wrote, a table the job created); anything else is kept, and the run says so
+        (a kept table: to ``on_notice`` at once, and in ``result.warnings``) or is refused (a
+        folder that is not the job's).
         """
         from sparkstate.runtime.run_loop import run_job
 
@@ -92,4 +101,6 @@ class Job(JobDescription):
             timeout=timeout,
             log_file=log_file,
             until=until,
+            fresh=fresh,
+            on_notice=on_notice,
         )

@@ -51,6 +51,8 @@ def test_run_prints_progress_and_results_then_resumes(tmp_path):
     assert "status" in out and "complete" in out and "30,000" in out  # the summary
     assert "top 10 merchant_id by total" in out  # the results
     assert (tmp_path / ".sparkstate" / "running-sum" / "checkpoint" / "sparkstate.json").exists()
+    # the output folder is recorded as the job's, so that --fresh may delete it
+    assert '"job": "running-sum"' in (tmp_path / ".sparkstate" / "running-sum" / "output" / "_sparkstate.json").read_text()
     progress = [ln for ln in out.splitlines() if ln.startswith("batch ")]
     assert len(progress) == 3 and all(" | checkpoint " in ln and " written" in ln for ln in progress)
     summary = {ln.split("│")[1].strip(): ln.split("│")[2].strip() for ln in out.splitlines() if ln.count("│") == 3}

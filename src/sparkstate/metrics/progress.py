@@ -13,9 +13,11 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from sparkstate.runtime.checkpoint_stats import CheckpointStats, state_bytes
 from sparkstate.runtime.result import RunResult
+from sparkstate.runtime.terminal import labelled, text
 
 
 def human_bytes(n: float | None) -> str:
@@ -46,8 +48,8 @@ class ProgressPrinter:
         op = ops[0] if ops else {}
         progress = f"{self.done:,}" + (f"/{self.total:,}" if self.total else "")
         watermark = (p.get("eventTime") or {}).get("watermark")
-        parts = [
-            f"[bold]batch {p.get('batchId')}[/]",
+        parts: list[Any] = [
+            text(f"batch {p.get('batchId')}", "bold"),
             f"{events:,} ev in {ms / 1000:.2f} s ({rate:,.0f}/s)",
             progress,
             f"state {op.get('numRowsTotal', 0):,} entries {human_bytes(state_bytes(op))}",
@@ -59,17 +61,17 @@ class ProgressPrinter:
             parts.append(f"commit {op.get('commitTimeMs', 0):,} ms")
         for name, n in sorted((p.get("sideOutputs") or {}).items()):
             if n:
-                parts.append(f"[yellow]{n:,} {name.replace('_', ' ')}[/]")
+                parts.append(text(f"{n:,} {name.replace('_', ' ')}", "yellow"))
         if watermark and watermark.startswith("2262"):
             parts.append("wm end of input")  # the end-of-input marker's watermark
         elif watermark and not watermark.startswith("1970"):
             parts.append(f"wm {watermark[:19].replace('T', ' ')}")
-        self.console.print(" | ".join(parts))
+        self.console.print(Text(" | ").join(x if isinstance(x, Text) else Text(x) for x in parts))
 
 
 def summary_table(result: RunResult, title: str | None = None) -> Table:
     """The figures of a run as a two-column table."""
-    table = Table(title=title or f"sparkstate run: {result.job}", show_header=False, title_justify="left")
+    table = Table(title=text(title or f"sparkstate run: {result.job}"), show_header=False, title_justify="left")
     table.add_column("what", style="bold")
     table.add_column("value")
     status = "already complete" if result.already_complete else ("complete" if result.completed else "stopped")
@@ -88,10 +90,10 @@ def summary_table(result: RunResult, title: str | None = None) -> Table:
     _checkpoint_rows(table, result.checkpoints)
     table.add_row("path", result.plan + (" (Spark SQL)" if result.plan == "native" else ""))
     for name, n in sorted(result.side_outputs.items()):
-        table.add_row(name.replace("_", " "), f"{n:,} rows (side output)")
+        table.add_row(text(name.replace("_", " ")), f"{n:,} rows (side output)")
     if result.peak_memory_bytes:
         table.add_row("peak memory", f"{human_bytes(result.peak_memory_bytes)} (driver, JVM and Python workers)")
-    table.add_row("checkpoint", result.checkpoint_dir)
+    table.add_row("checkpoint", text(result.checkpoint_dir))
     return table
 
 
@@ -130,7 +132,7 @@ def _checkpoint_rows(table: Table, checkpoints: list[CheckpointStats]) -> None:
 
 def checkpoints_table(checkpoints: list[CheckpointStats], title: str) -> Table:
     """One row per retained checkpoint (``sparkstate checkpoints``)."""
-    table = Table(title=title, title_justify="left")
+    table = Table(title=text(title), title_justify="left")
     for name, justify in (("batch", "right"), ("completed (UTC)", "left"), ("duration", "right"), ("state size", "right"),
                           ("delta", "right"), ("full", "right"), ("kind", "left")):
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
@@ -147,17 +149,18 @@ def print_summary(result: RunResult, console: Console | None = None, title: str 
     console = console or Console(highlight=False)
     console.print(summary_table(result, title))
     for w in result.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+        console.print(labelled("warning:", "yellow", w), soft_wrap=True)
 
 
 def results_table(rows: list[dict[str, Any]], title: str) -> Table:
-    table = Table(title=title, title_justify="left")
+    """Output rows (data: shown as text, never as markup)."""
+    table = Table(title=text(title), title_justify="left")
     if not rows:
         return table
     for col in rows[0]:
-        table.add_column(col, justify="right" if isinstance(rows[0][col], (int, float)) else "left")
+        table.add_column(text(col), justify="right" if isinstance(rows[0][col], (int, float)) else "left")
     for r in rows:
         table.add_row(
-            *[f"{v:,.2f}" if isinstance(v, float) else (f"{v:,}" if isinstance(v, int) else str(v)) for v in r.values()]
+            *[text(f"{v:,.2f}" if isinstance(v, float) else (f"{v:,}" if isinstance(v, int) else v)) for v in r.values()]
         )
     return table

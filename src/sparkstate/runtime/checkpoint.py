@@ -54,6 +54,20 @@ def job_metadata(job: Any, spec: Any, descriptors: list, settings: dict, path: s
     }
 
 
+def damaged_metadata(checkpoint: CheckpointDir, exc: Exception) -> str:
+    """What it means that ``sparkstate.json`` cannot be read, and what the user can do."""
+    if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):
+        problem = f"cannot read {checkpoint.metadata_path} ({exc.strerror or exc})"
+        fix = "make it readable for the user running the job"
+    else:
+        detail = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc)
+        problem = f"{checkpoint.metadata_path} is damaged ({detail})"
+        fix = ("put back a copy of it from a backup of the checkpoint directory, or start over with a new checkpoint "
+               "directory (`sparkstate run --fresh` deletes this one; state starts empty)")
+    return (f"{problem}. It records which job and configuration wrote the checkpoint, and a run checks it before "
+            f"resuming, so it cannot resume without it. Spark's offsets and state beside it are not affected. Fix: {fix}")
+
+
 def check_or_write(checkpoint: CheckpointDir, meta: dict) -> list[str]:
     """Write the metadata of a new checkpoint, or check it against an existing one.
 
@@ -77,7 +91,7 @@ def check_or_write(checkpoint: CheckpointDir, meta: dict) -> list[str]:
     try:
         old = checkpoint.read_metadata()
     except (OSError, ValueError) as exc:
-        raise CheckpointMismatchError(f"cannot read {checkpoint.metadata_path}: {exc}") from exc
+        raise CheckpointMismatchError(damaged_metadata(checkpoint, exc)) from exc
     problems = []
     if old.get("job") != meta["job"]:
         problems.append(f"it belongs to job {old.get('job')!r}, not {meta['job']!r}")

@@ -7,6 +7,8 @@ to everything that reads or writes there; no other module spells a path under it
   written before a batch), ``commits/`` (the commit log, after it) and ``state/`` (the state
   stores' files, measured by ``checkpoint_stats.py``);
 * ``sparkstate.json``: the job the checkpoint belongs to (checked by ``checkpoint.py``);
+* ``sparkstate.lock`` (a local directory) or ``sparkstate.lease`` (any other): the lock of
+  the run using the checkpoint (``run_lock.py``);
 * ``sparkstate/``: sparkstate's own files: ``checkpoints.jsonl`` (each retained checkpoint's
   figures) and, for a moment, a write probe;
 * ``side-outputs/<name>/``: side outputs without a sink of their own (Parquet);
@@ -26,6 +28,7 @@ import os
 from typing import Any
 
 from sparkstate.errors import CheckpointStorageError
+from sparkstate.runtime.run_lock import LOCK_FILES, RunLock, lock_checkpoint
 from sparkstate.runtime.storage import Entry, Storage, is_local, normalize, open_storage
 
 #: bytes written to test that a checkpoint directory takes writes: more than a small batch's
@@ -49,6 +52,7 @@ class CheckpointDir:
     LIST_SOURCES = "sparkstate-sources"
     #: Spark's own
     OFFSETS = "offsets"
+    SOURCES = "sources"
     COMMITS = "commits"
     STATE = "state"
 
@@ -99,9 +103,29 @@ class CheckpointDir:
     def exists(self) -> bool:
         return self.storage.exists()
 
-    def delete(self) -> None:
-        """Delete the whole directory (``sparkstate run --fresh``)."""
-        self.storage.delete()
+    def lock(self, job: str) -> RunLock:
+        """Take the directory's run lock for a run of ``job`` (see ``run_lock.py``):
+        :class:`~sparkstate.errors.CheckpointInUseError` naming the run that holds it."""
+        try:
+            return lock_checkpoint(self.storage, job)
+        except OSError as exc:
+            raise self.failed_write(exc) from exc
+
+    def foreign_entries(self) -> list[str]:
+        """What lies here that sparkstate did not write: for a directory without
+        ``sparkstate.json``, its entries but the lock and sparkstate's own folder (a first run
+        that stopped early leaves those); nothing for a checkpoint with metadata."""
+        if self.has_metadata():
+            return []
+        own = {*LOCK_FILES, self.OWN_DIR, f".{self.METADATA_FILE}.tmp"}
+        return sorted(e.name for e in self.storage.list() if e.name not in own)
+
+    def clear(self) -> None:
+        """Delete everything in the directory but the run's lock (``sparkstate run --fresh``,
+        which holds it)."""
+        for entry in self.storage.list():
+            if entry.name not in LOCK_FILES:
+                self.storage.delete(entry.name)
 
     # ------------------------------------------------------------------ sparkstate.json
 
@@ -109,8 +133,12 @@ class CheckpointDir:
         return self.storage.exists(self.METADATA_FILE)
 
     def read_metadata(self) -> dict:
-        """The recorded job metadata (``OSError`` when unreadable, ``ValueError`` when not JSON)."""
-        return json.loads(self.storage.read_text(self.METADATA_FILE))
+        """The recorded job metadata (``OSError`` when unreadable, ``ValueError`` when damaged:
+        not JSON, or not a JSON object)."""
+        meta = json.loads(self.storage.read_text(self.METADATA_FILE))
+        if not isinstance(meta, dict):
+            raise ValueError(f"expected a JSON object, found {type(meta).__name__}")
+        return meta
 
     def write_metadata(self, meta: dict) -> None:
         self.storage.write_atomic(json.dumps(meta, indent=2, sort_keys=True).encode(), self.METADATA_FILE)
@@ -141,6 +169,43 @@ class CheckpointDir:
         except (OSError, ValueError):
             offset = None
         return batch, offset
+
+    def batch_source_offsets(self, batch: int) -> list[Any] | None:
+        """The source offsets (parsed JSON, one per source; None where Spark wrote ``-``) the
+        offset log records for ``batch``: where its input ends. None when it has no entry."""
+        try:
+            lines = self.storage.read_text(self.OFFSETS, str(batch)).splitlines()
+        except (OSError, ValueError):
+            return None
+        out: list[Any] = []
+        for line in lines[2:]:
+            try:
+                out.append(None if line in ("-", "") else json.loads(line))
+            except ValueError:
+                out.append(None)
+        return out
+
+    def source_files(self, source: int, after: int, upto: int) -> list[str]:
+        """The files Spark's file source ``source`` (its index in the query) took in its log
+        batches ``after + 1`` to ``upto``, from its log under ``sources/`` (compacted or not)."""
+        names = {e.name for e in self.storage.list(self.SOURCES, str(source))}
+        plain = [str(k) for k in range(after + 1, upto + 1) if str(k) in names]
+        compact = sorted(int(n.split(".")[0]) for n in names if n.endswith(".compact") and n.split(".")[0].isdigit())
+        covering = [f"{k}.compact" for k in compact if k > after][:1]
+        files: dict[str, None] = {}
+        for name in [*plain, *covering]:
+            try:
+                lines = self.storage.read_text(self.SOURCES, str(source), name).splitlines()
+            except (OSError, ValueError):
+                continue
+            for line in lines[1:]:
+                try:
+                    entry = json.loads(line)
+                    if after < int(entry["batchId"]) <= upto:
+                        files[str(entry["path"])] = None
+                except (ValueError, KeyError, TypeError):
+                    continue
+        return list(files)
 
     def list_state(self, *parts: str) -> list[Entry]:
         """A directory under ``state/`` (parts relative to it); empty when it does not exist."""

@@ -83,7 +83,16 @@ class CheckpointStats:
 
     @classmethod
     def from_dict(cls, d: dict) -> CheckpointStats:
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})  # TypeError without batch_id and time
+        """The figures of a log line (``ValueError`` when it is not a record of them)."""
+        if not isinstance(d, dict) or type(d.get("batch_id")) is not int or not isinstance(d.get("time"), str):
+            raise ValueError("not a checkpoint record: it needs an integer batch_id and a time")
+        fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        for k, v in fields.items():
+            if k not in ("batch_id", "time", "kind") and v is not None and type(v) is not int:
+                raise ValueError(f"{k} is {v!r}, not a whole number")
+        if not isinstance(fields.get("kind", "-"), str):
+            raise ValueError(f"kind is {fields['kind']!r}, not text")
+        return cls(**fields)
 
 
 # ------------------------------------------------------------------ the progress report
@@ -229,20 +238,37 @@ class CheckpointLog:
 
     def __init__(self, checkpoint: CheckpointDir) -> None:
         self.checkpoint = checkpoint
+        #: line numbers (from 1) of the lines the last :meth:`load` could not read
+        self.damaged: list[int] = []
 
     def load(self) -> dict[int, CheckpointStats]:
+        """The records; lines that are not one (damaged, or from another version of sparkstate)
+        are skipped and listed in :attr:`damaged`."""
+        self.damaged = []
         try:
-            text = self.checkpoint.read_stats_log()
+            data = self.checkpoint.storage.read_bytes(self.checkpoint.OWN_DIR, self.checkpoint.STATS_LOG)
         except FileNotFoundError:
             return {}
         out: dict[int, CheckpointStats] = {}
-        for line in text.splitlines():
+        for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+            if not line.strip():
+                continue
             try:
                 stats = CheckpointStats.from_dict(json.loads(line))
-            except (ValueError, TypeError):
-                continue  # a line from another version of sparkstate
+            except (ValueError, TypeError, RecursionError):
+                self.damaged.append(n)
+                continue
             out[stats.batch_id] = stats
         return out
+
+    def damage_note(self) -> str | None:
+        """What the last :meth:`load` skipped, and what that means, for the user; or None."""
+        if not self.damaged:
+            return None
+        lines = ", ".join(map(str, self.damaged[:10])) + (" ..." if len(self.damaged) > 10 else "")
+        return (f"{self.checkpoint.stats_log_path} is damaged: line {lines} is not a checkpoint record and was skipped. "
+                "Only these figures are lost (the batches show without their recorded durations); the checkpoint "
+                "itself is not affected, and the next run's checkpoints rewrite the log")
 
     def save(self, entries: dict[int, CheckpointStats]) -> None:
         lines = [entries[b].to_json() for b in sorted(entries)]
@@ -282,14 +308,19 @@ class CheckpointRecorder:
         return stats
 
 
-def retained_checkpoints(checkpoint: CheckpointDir) -> list[CheckpointStats]:
+def retained_checkpoints(checkpoint: CheckpointDir, notes: list[str] | None = None) -> list[CheckpointStats]:
     """The checkpoints Spark retains (its commit log), oldest first, with their recorded
     figures, and delta and full sizes measured on the files now (a snapshot that Spark
     uploaded after the batch counts). A batch without a record (written before sparkstate
-    recorded them) gets its commit file's time and no duration."""
+    recorded them, or whose record is damaged) gets its commit file's time and no duration;
+    ``notes`` gets what was damaged."""
     commit_times = checkpoint.commit_times()
     batches = sorted(commit_times)
-    recorded = CheckpointLog(checkpoint).load()
+    log = CheckpointLog(checkpoint)
+    recorded = log.load()
+    note = log.damage_note()
+    if note and notes is not None:
+        notes.append(note)
     sizes = StateFiles(checkpoint).measure([b + 1 for b in batches])
     out = []
     for b in batches:

@@ -10,11 +10,15 @@ instead of 11 s, and a small job's first batch is done 8-10 s sooner.
 The first JVM sparkstate starts without an archive records one: when its Python process
 exits, ``finish`` stops Spark, waits for the JVM to write the archive (about 15 s, once)
 and moves it into place, so a half-written archive is never used (the JVM would crash on
-it). One process records at a time (a lock file holding its pid); a process killed while
-recording leaves a stale lock the next one takes over. The archive is kept per Java,
-pyspark version and jar set under ``$SPARKSTATE_CACHE_DIR`` (default
-``~/.cache/sparkstate``; the three most recently used are kept);
-``SPARKSTATE_CLASS_CACHE=off`` turns it off. A JVM that finds an
+it). One process records an archive at a time: it holds an ``flock`` on the archive's lock
+file, which the kernel releases however the process ends, so a killed recorder leaves no
+lock behind, and its half-written ``.recording`` file is deleted by the next process that
+takes the lock. The archive is kept per Java, pyspark version and jar set (so per
+virtualenv) under ``$SPARKSTATE_CACHE_DIR`` (default ``~/.cache/sparkstate``): up to
+:data:`MAX_ARCHIVES` of about 180 MB each; an archive unused for :data:`IDLE_DAYS` days is
+deleted, and when that many are all in use a new installation runs without one rather
+than evicting another's (which would then record again at its next start, and so on in
+turn); ``SPARKSTATE_CLASS_CACHE=off`` turns it off. A JVM that finds an
 archive it cannot use (another Java, other jars) ignores it and starts as usual.
 """
 
@@ -26,13 +30,16 @@ import hashlib
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-#: archives kept in the cache directory, the most recently used
-KEEP = 3
+#: archives kept in the cache directory at most (about 180 MB each)
+MAX_ARCHIVES = 6
+#: an archive not used for this many days is deleted to make room
+IDLE_DAYS = 30
 
 #: the JVM reports on the archive in its own log lines; sparkstate's log needs none of them
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
@@ -73,37 +80,45 @@ def archive_key(conf: dict[str, str]) -> str | None:
     return hashlib.sha256("\0".join(material).encode()).hexdigest()[:16]
 
 
-def _alive(pid: int) -> bool:
+def _take_lock(lock: Path) -> int | None:
+    """An ``flock`` on ``lock`` (its file descriptor), or None when another process holds it
+    or the cache directory cannot be written (no archive, no harm)."""
+    import fcntl
+
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)  # for a person looking; the flock is the lock
+    return fd
 
 
-def _take_lock(lock: Path) -> bool:
-    """Create ``lock`` holding this process's pid; a lock whose process is gone is taken over."""
-    for _ in range(2):
+def _release(fd: int | None) -> None:
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)  # the file stays: deleting a lock file lets a third process lock a new one
+
+
+def sweep_recordings(folder: Path) -> None:
+    """Delete the ``.recording`` files that no process is writing: those of a key whose lock
+    nobody holds (a recorder killed before it finished)."""
+    keys = {p.name.split(".")[0].removeprefix("jvm-classes-") for p in folder.glob("jvm-classes-*.recording")}
+    for key in keys:
+        fd = _take_lock(folder / f"jvm-classes-{key}.lock")
+        if fd is None:
+            continue  # being recorded now
         try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            try:
-                holder = int(lock.read_text().strip() or 0)
-            except (OSError, ValueError):
-                holder = 0
-            if holder and _alive(holder):
-                return False
-            with contextlib.suppress(OSError):
-                lock.unlink()
-            continue
-        except OSError:  # a read-only or missing cache directory: no archive, no harm
-            return False
-        with os.fdopen(fd, "w") as f:
-            f.write(str(os.getpid()))
-        return True
-    return False
+            for stale in folder.glob(f"jvm-classes-{key}.*.recording"):
+                with contextlib.suppress(OSError):
+                    stale.unlink()
+        finally:
+            _release(fd)
 
 
 @dataclass
@@ -115,6 +130,8 @@ class Plan:
     recording: Path | None = None
     archive: Path | None = None
     lock: Path | None = None
+    #: the held ``flock`` on ``lock`` while recording
+    lock_fd: int | None = None
 
     @property
     def uses_archive(self) -> bool:
@@ -138,23 +155,35 @@ def plan(conf: dict[str, str]) -> Plan:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:
         return Plan()
+    sweep_recordings(folder)
+    if not prune(folder):
+        return Plan()  # every slot holds an archive in use: no room without evicting one
     lock = folder / f"jvm-classes-{key}.lock"
-    if not _take_lock(lock):
+    fd = _take_lock(lock)
+    if fd is None:
         return Plan()
-    prune(folder, keep=KEEP - 1)  # room for the one about to be recorded
     recording = folder / f"jvm-classes-{key}.{os.getpid()}.recording"
-    with contextlib.suppress(OSError):
-        recording.unlink()
-    return Plan(f"-XX:ArchiveClassesAtExit={recording} {_QUIET}", recording=recording, archive=archive, lock=lock)
+    return Plan(f"-XX:ArchiveClassesAtExit={recording} {_QUIET}", recording=recording, archive=archive, lock=lock,
+                lock_fd=fd)
 
 
-def prune(folder: Path, keep: int) -> None:
-    """Delete all but the ``keep`` most recently used archives (each installation of pyspark,
-    e.g. each virtualenv, has its own, of about 180 MB)."""
-    archives = sorted(folder.glob("jvm-classes-*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in archives[keep:]:
-        with contextlib.suppress(OSError):
-            old.unlink()
+def prune(folder: Path, now: float | None = None) -> bool:
+    """Delete the archives not used for :data:`IDLE_DAYS` days; whether there is room for
+    another (fewer than :data:`MAX_ARCHIVES` remain). Archives in use are never evicted:
+    each installation of pyspark (each virtualenv) has its own of about 180 MB, and evicting
+    one used lately would have it recorded again at its next start, evicting another."""
+    now = time.time() if now is None else now
+    kept = 0
+    for archive in folder.glob("jvm-classes-*.jsa"):
+        try:
+            idle = now - archive.stat().st_mtime > IDLE_DAYS * 86400
+            if idle:
+                archive.unlink()
+            else:
+                kept += 1
+        except OSError:
+            continue
+    return kept < MAX_ARCHIVES
 
 
 def with_java_options(conf: dict[str, str], p: Plan) -> dict[str, str]:
@@ -190,9 +219,7 @@ def finish(p: Plan, stop_spark: Callable[[], Any], gateway_proc: Any, timeout: f
     finally:
         with contextlib.suppress(OSError):
             p.recording.unlink()
-        if p.lock is not None:
-            with contextlib.suppress(OSError):
-                p.lock.unlink()
+        _release(p.lock_fd)
 
 
 def finish_at_exit(p: Plan) -> None:
@@ -217,7 +244,8 @@ def finish_at_exit(p: Plan) -> None:
 def discard(p: Plan) -> None:
     """Give up an archive the JVM could not start with (it is damaged): the next start records
     a new one."""
-    for path in (p.archive, p.recording, p.lock):
+    for path in (p.archive, p.recording):
         if path is not None:
             with contextlib.suppress(OSError):
                 path.unlink()
+    _release(p.lock_fd)

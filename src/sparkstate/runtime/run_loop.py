@@ -21,17 +21,21 @@ from pathlib import Path
 from typing import Any
 
 from sparkstate.api.job import JobDescription as Job
+from sparkstate.connectors.database import bind_job_sinks
 from sparkstate.engine.compile import keyed_function
 from sparkstate.engine.operator import KeyedOperator
 from sparkstate.errors import JobDefinitionError
 from sparkstate.runtime.checkpoint import check_or_write, job_metadata
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
 from sparkstate.runtime.checkpoint_stats import CheckpointRecorder, state_bytes
-from sparkstate.runtime.failures import clean_failure
+from sparkstate.runtime.failures import batch_input, clean_failure
+from sparkstate.runtime.fresh import claim_outputs, parquet_sinks, start_fresh
 from sparkstate.runtime.interrupts import ctrl_c_stops
 from sparkstate.runtime.planner import NATIVE, plan
 from sparkstate.runtime.query import build_query, operator_spec, output_arrow
 from sparkstate.runtime.result import RunResult
+from sparkstate.runtime.run_lock import RunLock
+from sparkstate.runtime.storage import is_local
 
 
 def _progress_dicts(query: Any) -> list[dict]:
@@ -71,12 +75,18 @@ def run_job(
     timeout: float | None = None,
     log_file: str | Path | None = None,
     until: Callable[[RunResult], bool] | None = None,
+    fresh: bool = False,
+    on_notice: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Run ``job`` until its bounded source is done, ``until(result)`` holds, ``timeout``
-    passes, or Ctrl-C."""
-    from sparkstate.runtime.spark_session import active_session, get_spark, local_cores, state_store_class
-    from sparkstate.runtime.spark_sinks import check_file_sink, open_database_sinks
-    from sparkstate.runtime.spark_sources import batch_events, source_columns
+    passes, or Ctrl-C. ``fresh`` first deletes the job's checkpoint and outputs (only what
+    sparkstate made for the job: see ``fresh.py``); what it kept goes to ``on_notice`` at
+    once, and to ``result.warnings``.
+
+    The run holds the checkpoint directory's lock (``run_lock.py``) from before anything is
+    deleted or set up until its query has stopped: a second run on the checkpoint fails at
+    once, naming this one."""
+    from sparkstate.runtime.spark_session import get_spark
 
     if checkpoint_dir is None or str(checkpoint_dir).strip() == "":
         raise JobDefinitionError(
@@ -84,11 +94,33 @@ def run_job(
             "(Job.run(checkpoint_dir=...), Job.with_checkpointing(directory=...), or --checkpoint on the command line)"
         )
     job.validate()
-    source = job.source_spec
-    assert source is not None, "a validated job has a source"
     if CheckpointDir.needs_spark(checkpoint_dir):
         spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
     checkpoint = CheckpointDir.open(checkpoint_dir, spark)
+    with checkpoint.lock(job.name) as lock:
+        return _run_locked(job, checkpoint, lock, spark=spark, on_progress=on_progress, timeout=timeout,
+                           log_file=log_file, until=until, fresh=fresh, on_notice=on_notice)
+
+
+def _run_locked(
+    job: Job,
+    checkpoint: CheckpointDir,
+    lock: RunLock,
+    *,
+    spark: Any,
+    on_progress: Callable[[dict], None] | None,
+    timeout: float | None,
+    log_file: str | Path | None,
+    until: Callable[[RunResult], bool] | None,
+    fresh: bool,
+    on_notice: Callable[[str], None] | None,
+) -> RunResult:
+    from sparkstate.runtime.spark_session import active_session, get_spark, local_cores, state_store_class
+    from sparkstate.runtime.spark_sinks import check_file_sink, open_database_sinks
+    from sparkstate.runtime.spark_sources import batch_events, source_columns
+
+    source = job.source_spec
+    assert source is not None, "a validated job has a source"
     if job.output is None:
         # built-in window aggregates whose output follows from the source's columns, which
         # only Spark knows for a streaming DataFrame
@@ -104,6 +136,14 @@ def run_job(
     # declared state, from a copy: the job's function object stays unopened for Spark to ship
     descriptors = KeyedOperator(copy.deepcopy(function), job.key_columns).open()
     result = RunResult(job=job.name, checkpoint_dir=checkpoint.root)
+    if fresh:
+        # after the job is known to be well formed, so that a bad job deletes nothing
+        if not all(is_local(s.path) for s in parquet_sinks(job)):
+            spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
+        for note in start_fresh(bind_job_sinks(job), checkpoint, spark):
+            result.warnings.append(note)
+            if on_notice is not None:
+                on_notice(note)
     # an unreachable database or a table that does not fit stops the job here, before Spark starts
     job = open_database_sinks(job, checkpoint, native=chosen.path == NATIVE)
     check_file_sink(job, checkpoint)
@@ -122,7 +162,7 @@ def run_job(
     meta = job_metadata(job, spec, descriptors, settings, chosen.path)
     # a checkpoint of another job, a finished run and a read-only or full directory are
     # found before Spark starts (10 s and more on a small machine)
-    result.warnings = check_or_write(checkpoint, meta)
+    result.warnings += check_or_write(checkpoint, meta)
 
     marker = spec.end_watermark is not None
     end = source.end_offset(marker)
@@ -132,6 +172,7 @@ def run_job(
     checkpoint.ensure_writable()
 
     spark = spark or get_spark(parallelism=partitions, log_file=log_file)
+    claim_outputs(job, checkpoint, spark)
     spec = replace(spec, output_arrow=output_arrow(job))
 
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
@@ -171,7 +212,8 @@ def run_job(
                         if problem is not None:
                             raise problem from None
                         batch, _ = checkpoint.last_committed_offset()
-                        raise clean_failure(exc, checkpoint.root, batch) from None
+                        read = batch_input(checkpoint, 0 if batch is None else batch + 1)
+                        raise clean_failure(exc, checkpoint.root, batch, read) from None
                     result.completed = True
                     break
                 if _end_reached(result.progress, end) or (until is not None and until(result)):
@@ -179,6 +221,7 @@ def run_job(
                     break
                 if timeout is not None and time.monotonic() - started > timeout:
                     break
+                lock.check()
                 if interrupted.is_set():
                     result.warnings.append("interrupted: the run stopped; run again to resume from the checkpoint")
                     break

@@ -49,10 +49,26 @@ def state_store_class(backend: str) -> str:
         ) from None
 
 
+#: a Spark log larger than this when Spark starts is moved aside (to ``<name>.1``, replacing
+#: the one before), so that a job run again and again keeps at most about twice this
+LOG_ROTATE_BYTES = 16 << 20
+
+
+def rotate_log(log_path: Path) -> None:
+    """Move ``log_path`` to ``<log_path>.1`` when it holds more than :data:`LOG_ROTATE_BYTES`."""
+    try:
+        if log_path.stat().st_size > LOG_ROTATE_BYTES:
+            os.replace(log_path, log_path.with_name(log_path.name + ".1"))
+    except OSError:
+        pass  # no log yet, or one we cannot move: appending still works
+
+
 @contextlib.contextmanager
 def _redirect_fds(log_path: Path) -> Iterator[None]:
-    """Point fds 1 and 2 at ``log_path`` while the JVM starts, so it inherits the file."""
+    """Point fds 1 and 2 at ``log_path`` while the JVM starts, so it inherits the file (moved
+    aside first when it has grown past :data:`LOG_ROTATE_BYTES`)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    rotate_log(log_path)
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)

@@ -34,6 +34,7 @@ from sparkstate.connectors.sinks import ConsoleSink, DatabaseSink, ForeachBatchS
 from sparkstate.engine.output import python_rows
 from sparkstate.errors import JobDefinitionError
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
+from sparkstate.runtime.storage import is_local
 
 
 class SparkSink(Protocol):
@@ -75,19 +76,22 @@ def _side_table(rows: list, schema: Any) -> Any:
 
 
 def _print_batch(sink: ConsoleSink, table: Any, batch_id: int, title: str = "") -> None:
-    """Print up to ``sink.rows`` rows of one batch (an Arrow table)."""
+    """Print up to ``sink.rows`` rows of one batch (an Arrow table): data as text, never as
+    Rich markup, its control characters escaped (``terminal.py``)."""
     from rich.console import Console
     from rich.table import Table
+
+    from sparkstate.runtime.terminal import text
 
     if table.num_rows == 0:
         return
     shown = table.slice(0, sink.rows).to_pylist()
     more = f" (first {len(shown)})" if table.num_rows > len(shown) else ""
-    view = Table(title=f"{title}batch {batch_id}: {table.num_rows:,} rows{more}", title_justify="left")
+    view = Table(title=text(f"{title}batch {batch_id}: {table.num_rows:,} rows{more}"), title_justify="left")
     for name in table.column_names:
-        view.add_column(name, overflow="ellipsis" if sink.truncate else "fold", max_width=40 if sink.truncate else None)
+        view.add_column(text(name), overflow="ellipsis" if sink.truncate else "fold", max_width=40 if sink.truncate else None)
     for row in shown:
-        view.add_row(*[str(v) for v in row.values()])
+        view.add_row(*[text(v) for v in row.values()])
     Console(highlight=False).print(view)
 
 
@@ -264,6 +268,18 @@ def check_file_sink(job: Any, checkpoint: CheckpointDir) -> None:
 # --------------------------------------------------------------------------- side outputs
 
 
+def prune_batch_folders(folder: str, keep_after: int) -> None:
+    """Delete a local side-output folder's ``batch_id=n`` folders with ``n <= keep_after``."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        n = name.removeprefix("batch_id=")
+        if n != name and n.isdigit() and int(n) <= keep_after:
+            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+
+
 def attach_job(
     job: Any,
     writer: Any,
@@ -292,7 +308,9 @@ def attach_dispatch(
     """Configure ``writer`` to split each batch into the main sink and the side-output sinks.
 
     Side outputs without a sink of their own go to a table beside the main one when the main
-    sink is a database (``<table>_<name>``), else to Parquet under ``default_dir/<name>``;
+    sink is a database (``<table>_<name>``), else to Parquet under ``default_dir/<name>`` (in
+    the checkpoint directory), where they follow the checkpoint's retention: the folders of
+    the last ``retained`` batches are kept, older ones deleted as batches complete.
     ``counts[batch_id]`` gets the number of side rows written per side output. Rows a
     database sink refuses join the batch's dead letters (written last); its warnings (a
     replayed batch that differs from its first commit) go to ``warnings``. ``split=False``:
@@ -306,8 +324,13 @@ def attach_dispatch(
     dead_name = DEAD_LETTERS.name
     schemas = {n: job.side_output_schema(n) for n in names}
     schemas.setdefault(dead_name, Schema.of(DEAD_LETTERS.schema))
-    sinks = {n: s or ParquetSink(os.path.join(default_dir, n)) for n, s in database.side_sinks(job).items() if n in names}
+    declared = database.side_sinks(job)
+    sinks = {n: s or ParquetSink(os.path.join(default_dir, n)) for n, s in declared.items() if n in names}
     sinks.setdefault(dead_name, database.dead_letter_sink(job) or ParquetSink(os.path.join(default_dir, dead_name)))
+    # the default folders, inside the checkpoint: kept as long as the checkpoint keeps its batches
+    own = {n for n in sinks if declared.get(n) is None and not (n == dead_name and database.dead_letter_sink(job))}
+    defaults = [sinks[n].path for n in own if is_local(default_dir)]
+    retained = job.settings.checkpoint.retained
     main = spark_sink(job.sink_spec)
     bindings = {n: spark_sink(s) for n, s in sinks.items()}
     discard = spark_sink(NoopSink())
@@ -342,6 +365,8 @@ def attach_dispatch(
                 dead.extend(refused)
                 bindings[dead_name].write_side(dead_name, dead, schemas[dead_name], df.sparkSession, batch_id)
             counts[batch_id] = {name: len(rows) for name, rows in by_name.items()}
+            for folder in defaults:
+                prune_batch_folders(folder, batch_id - retained)
         finally:
             if split:
                 df.unpersist()

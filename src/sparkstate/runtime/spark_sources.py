@@ -482,6 +482,28 @@ class _Generator(_PacksItself):
         return _with_options(spark.readStream.format(GENERATOR_FORMAT), {**generator_options(self.spec), **options}).load()
 
 
+_TEMP_PREFIX = "sparkstate-list-"
+
+
+def scratch_temp_dir() -> str:
+    """A temporary directory for a list source's events (a checkpoint that is not local has no
+    room for them beside it): deleted when this process exits, and, should it be killed, by
+    the next process that makes one."""
+    import atexit
+    import shutil
+
+    from sparkstate.runtime.run_lock import process_alive
+
+    base = tempfile.gettempdir()
+    for name in os.listdir(base):
+        pid = name.removeprefix(_TEMP_PREFIX).split("-")[0]
+        if name.startswith(_TEMP_PREFIX) and pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+    directory = tempfile.mkdtemp(prefix=f"{_TEMP_PREFIX}{os.getpid()}-")
+    atexit.register(shutil.rmtree, directory, True)
+    return directory
+
+
 @spark_source.register(ListSource)
 @dataclass(frozen=True)
 class _List(_PacksItself):
@@ -490,7 +512,7 @@ class _List(_PacksItself):
     def _read(self, spark: Any, scratch_dir: str | None, options: dict[str, str]) -> Any:
         source = self.spec
         arrow_schema(source.schema)  # fail early on unsupported types
-        directory = scratch_dir or tempfile.mkdtemp(prefix="sparkstate-list-")
+        directory = scratch_dir or scratch_temp_dir()
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, "list-source.json")
         with open(path, "w") as f:

@@ -77,7 +77,13 @@ class Storage(ABC):
 
     @abstractmethod
     def write_atomic(self, data: bytes, *parts: str) -> None:
-        """Write a file whole: readers see the old content or the new one, never a part."""
+        """Write a file whole: readers see the old content or the new one, never a part, also
+        after a crash of the machine (a local file is synced to disk before it replaces the old
+        one, and its directory after)."""
+
+    @abstractmethod
+    def create_new(self, data: bytes, *parts: str) -> bool:
+        """Create a file holding ``data`` unless it exists: whether this call created it."""
 
     @abstractmethod
     def exists(self, *parts: str) -> bool: ...
@@ -92,6 +98,20 @@ class Storage(ABC):
     def is_dir(self, *parts: str) -> bool:
         *parent, name = parts
         return any(e.name == name and e.is_dir for e in self.list(*parent))
+
+
+def _sync_dir(folder: Path) -> None:
+    """Sync a directory's entries to disk (where the file system allows opening a directory)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot sync a directory; the rename is still atomic
+    finally:
+        os.close(fd)
 
 
 class LocalStorage(Storage):
@@ -124,10 +144,27 @@ class LocalStorage(Storage):
         try:
             with open(tmp, "wb") as f:
                 f.write(data)
+                f.flush()
+                os.fsync(f.fileno())  # the content is on disk before the name points at it
             os.replace(tmp, path)
         except OSError:
             tmp.unlink(missing_ok=True)
             raise
+        _sync_dir(path.parent)  # and the rename itself survives a power cut
+
+    def create_new(self, data: bytes, *parts: str) -> bool:
+        path = self._p(*parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        _sync_dir(path.parent)
+        return True
 
     def exists(self, *parts: str) -> bool:
         return self._p(*parts).exists()
@@ -161,6 +198,12 @@ def _os_error(exc: Exception, path: str) -> OSError:
     code = next((e for marker, e in _JAVA_ERRNO if marker in text), errno.EIO)
     first = next((ln.strip() for ln in text.splitlines() if "Exception" in ln or "Error" in ln), text[:200])
     return OSError(code, first, path)
+
+
+def _tmp_of(parts: tuple[str, ...]) -> tuple[str, ...]:
+    """Where ``write_atomic`` writes a file's new content before it takes the file's name."""
+    *parent, name = parts
+    return (*parent, f".{name}.tmp")
 
 
 class HadoopStorage(Storage):
@@ -201,11 +244,17 @@ class HadoopStorage(Storage):
             finally:
                 stream.close()
 
-        return self._call(parts, read)  # OSError(ENOENT, ...) is a FileNotFoundError
+        try:
+            return self._call(parts, read)  # OSError(ENOENT, ...) is a FileNotFoundError
+        except FileNotFoundError:
+            # a write_atomic cut short between its delete and its rename: the whole new content
+            # is in the temporary file (written and closed before the old file was deleted)
+            if not parts or not self._call(_tmp_of(parts), self._fs.exists):
+                raise
+            return self._call(_tmp_of(parts), read)
 
     def write_atomic(self, data: bytes, *parts: str) -> None:
-        *parent, name = parts
-        tmp = (*parent, f".{name}.tmp")
+        tmp = _tmp_of(parts)
 
         def write(p: Any) -> None:
             out = self._fs.create(p, True)
@@ -219,11 +268,34 @@ class HadoopStorage(Storage):
         self._call(parts, lambda p: self._fs.delete(p, False))
         self._call(parts, lambda p: self._fs.rename(self._jpath(*tmp), p))
 
+    def create_new(self, data: bytes, *parts: str) -> bool:
+        if self.exists(*parts):
+            return False
+
+        def create(p: Any) -> None:
+            out = self._fs.create(p, False)  # HDFS refuses an existing file atomically
+            try:
+                out.write(bytearray(data))
+            finally:
+                out.close()
+
+        try:
+            self._call(parts, create)
+        except OSError as exc:
+            if "FileAlreadyExists" in str(exc) or self.exists(*parts):
+                return False
+            raise
+        return True
+
     def exists(self, *parts: str) -> bool:
-        return bool(self._call(parts, self._fs.exists))
+        if self._call(parts, self._fs.exists):
+            return True
+        return bool(parts) and bool(self._call(_tmp_of(parts), self._fs.isFile))  # see read_bytes
 
     def delete(self, *parts: str) -> None:
         self._call(parts, lambda p: self._fs.delete(p, True))
+        if parts:
+            self._call(_tmp_of(parts), lambda p: self._fs.delete(p, False))  # see read_bytes
 
 
 def open_storage(directory: str | os.PathLike, spark: Any = None) -> Storage:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -80,14 +81,16 @@ def test_the_archive_is_moved_into_place_only_when_the_jvm_wrote_it_and_exited_c
     p = class_cache.plan({})
     stopped = []
     assert class_cache.finish(p, lambda: stopped.append(1), _Jvm(b"classes", 0, p.recording))
-    assert stopped and p.archive.read_bytes() == b"classes" and not p.recording.exists() and not p.lock.exists()
+    assert stopped and p.archive.read_bytes() == b"classes" and not p.recording.exists()
+    p.archive.unlink()
+    assert class_cache.plan({}).recording is not None  # the lock was released
 
 
 @pytest.mark.parametrize("writes, code", [(None, 0), (b"", 0), (b"half", 1)])
 def test_no_archive_from_a_jvm_that_wrote_none_or_failed(cache, writes, code):
     p = class_cache.plan({})
     assert not class_cache.finish(p, lambda: None, _Jvm(writes, code, p.recording))
-    assert not p.archive.exists() and not p.recording.exists() and not p.lock.exists()
+    assert not p.archive.exists() and not p.recording.exists()
     assert class_cache.plan({}).recording is not None  # the next start records again
 
 
@@ -113,10 +116,71 @@ def test_a_jvm_that_cannot_start_with_the_archive_starts_without_it(cache, monke
     assert len(starts) == 2 and starts[1] == "" and not archive.exists()
 
 
-def test_recording_keeps_the_most_recently_used_archives_only(cache):
-    for age, name in enumerate(["a", "b", "c", "d"]):  # a: used last
-        old = cache / f"jvm-classes-{name}.jsa"
-        old.write_bytes(b"x")
-        os.utime(old, (1_000_000 - age, 1_000_000 - age))
+def _archives(cache, ages_in_days: dict[str, float]) -> None:
+    now = time.time()
+    for name, days in ages_in_days.items():
+        archive = cache / f"jvm-classes-{name}.jsa"
+        archive.write_bytes(b"x")
+        os.utime(archive, (now - days * 86400, now - days * 86400))
+
+
+def test_archives_idle_for_a_month_make_room_and_those_in_use_stay(cache):
+    _archives(cache, {"a": 0, "b": 1, "c": 2, "d": 3, "old": 40})
     assert class_cache.plan({}).recording is not None
-    assert sorted(p.name for p in cache.glob("*.jsa")) == ["jvm-classes-a.jsa", "jvm-classes-b.jsa"]
+    assert sorted(p.name for p in cache.glob("*.jsa")) == [f"jvm-classes-{n}.jsa" for n in "abcd"]
+
+
+def test_more_installations_than_room_do_not_evict_each_other(cache):
+    """Seven virtualenvs used in turn: before, each start without an archive evicted the least
+    recently used one (180 MB recorded again at its next start, evicting another, and so on)."""
+    _archives(cache, {n: i * 0.1 for i, n in enumerate("abcdef")})
+    p = class_cache.plan({})
+    assert p == class_cache.Plan()  # no room: this one runs without an archive and records none
+    assert len(list(cache.glob("*.jsa"))) == class_cache.MAX_ARCHIVES
+
+
+def test_recordings_of_killed_processes_are_deleted(cache):
+    key = class_cache.archive_key({})
+    left = [cache / f"jvm-classes-{key}.4242.recording", cache / "jvm-classes-other.4343.recording"]
+    for f in left:
+        f.write_bytes(bytes(1000))
+    assert class_cache.plan({}).recording is not None
+    assert not any(f.exists() for f in left)
+
+
+def test_a_recording_in_progress_is_kept(cache):
+    other = cache / "jvm-classes-other.lock"
+    held = class_cache._take_lock(other)
+    recording = cache / "jvm-classes-other.4343.recording"
+    recording.write_bytes(b"being written")
+    class_cache.sweep_recordings(cache)
+    assert recording.exists()
+    class_cache._release(held)
+
+
+_RACER = """
+import sys, time
+from sparkstate.runtime import class_cache
+def slow_check(pid):  # widens the window between reading a stale lock and taking it over
+    time.sleep(0.3)
+    return False
+class_cache._alive = slow_check
+p = class_cache.plan({})
+print("recording" if p.recording is not None else "not", flush=True)
+sys.stdin.read()  # hold on to whatever was taken until every racer has answered
+"""
+
+
+def test_only_one_of_many_processes_racing_for_a_stale_lock_records(cache):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    key = class_cache.archive_key({})
+    (cache / f"jvm-classes-{key}.lock").write_text(str(dead.pid))  # left by a killed recorder
+    racers = [subprocess.Popen([sys.executable, "-c", _RACER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "SPARKSTATE_CACHE_DIR": str(cache)}) for _ in range(6)]
+    try:
+        answers = [r.stdout.readline().strip() for r in racers]
+    finally:
+        for r in racers:
+            r.communicate("")
+    assert sorted(answers) == ["not"] * 5 + ["recording"]

@@ -23,6 +23,10 @@ value, a null upsert key) is not written: it comes back as a dead letter (the ro
 reason) for the job's dead-letter output, and the batch goes on. The refusals are found
 before anything is sent, from the values alone, so a replayed batch finds the same ones.
 
+A table sparkstate creates is recorded as the job's in ``sparkstate_tables`` (same
+transaction), so that ``--fresh`` drops only tables the job created: one that existed before
+keeps its rows (:func:`reset`).
+
 The dialects (``dialects.py``) differ only in how they connect, name types, read the catalog
 and load rows (PostgreSQL: ``COPY``; SQLite: ``executemany``).
 """
@@ -45,6 +49,8 @@ from sparkstate.connectors.sinks import MARKER_TABLE, DatabaseSink
 from sparkstate.errors import SinkError
 
 log = logging.getLogger("sparkstate.sinks")
+#: the tables sparkstate created, and for which job: the only ones ``reset`` drops
+CREATED_TABLE = "sparkstate_tables"
 
 
 @dataclass
@@ -101,6 +107,21 @@ def _ensure_marker_table(dialect: Dialect, conn: Any) -> None:
     )
 
 
+def _ensure_created_table(dialect: Dialect, conn: Any) -> None:
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {CREATED_TABLE} (table_name {dialect.sql_type(pa.string())} NOT NULL PRIMARY KEY,"
+        f" job {dialect.sql_type(pa.string())} NOT NULL, created_at {dialect.now_column})"
+    )
+
+
+def _record_created(dialect: Dialect, conn: Any, sink: Any) -> None:
+    """Record, in the transaction that creates it, that the job created the sink's table."""
+    _ensure_created_table(dialect, conn)
+    p = dialect.param
+    conn.execute(f"DELETE FROM {CREATED_TABLE} WHERE table_name = {p}", (sink.table,))  # a table dropped since
+    conn.execute(f"INSERT INTO {CREATED_TABLE} (table_name, job) VALUES ({p}, {p})", (sink.table, sink.job))
+
+
 def _ensure_table(dialect: Dialect, conn: Any, sink: Any, schema: pa.Schema) -> None:
     """Create the sink's table from ``schema``, or check that the existing one fits it."""
     wanted = {f.name: dialect.sql_type(f.type) for f in schema}
@@ -125,6 +146,7 @@ def _ensure_table(dialect: Dialect, conn: Any, sink: Any, schema: pa.Schema) -> 
         if sink.key:
             defs.append(f"PRIMARY KEY ({', '.join(map(quote_column, sink.key))})")
         conn.execute(f"CREATE TABLE {table} ({', '.join(defs)})")
+        _record_created(dialect, conn, sink)
         return
     have = {c.name: c for c in existing}
     problems, fixes = [], []
@@ -345,14 +367,27 @@ def write(sink: Any, data: pa.Table, batch_id: int) -> int | None:
     return commit_batch(sink, data, batch_id).rows
 
 
-def reset(sink: Any) -> None:
-    """Drop the sink's table and forget its job's batches (``sparkstate run --fresh``)."""
-    with _session(sink, f"dropping table {sink.table}") as (dialect, conn):
+def reset(sink: Any) -> str | None:
+    """Forget the job's batches, and drop the sink's table when the job created it
+    (``sparkstate run --fresh``). Returns what was kept and why, or None."""
+    with _session(sink, f"starting table {sink.table} over") as (dialect, conn):
         dialect.begin(conn)
         _ensure_marker_table(dialect, conn)
-        conn.execute(f"DROP TABLE IF EXISTS {quote(sink.table)}")
-        conn.execute(f"DELETE FROM {MARKER_TABLE} WHERE job = {dialect.param}", (sink.marker,))
+        _ensure_created_table(dialect, conn)
+        p = dialect.param
+        row = conn.execute(f"SELECT job FROM {CREATED_TABLE} WHERE table_name = {p}", (sink.table,)).fetchone()
+        kept = None
+        if row is not None and row[0] == sink.job:
+            conn.execute(f"DROP TABLE IF EXISTS {quote(sink.table)}")
+            conn.execute(f"DELETE FROM {CREATED_TABLE} WHERE table_name = {p}", (sink.table,))
+        elif dialect.columns(conn, sink.table) is not None:
+            who = "existed before sparkstate wrote to it" if row is None else f"was created by job {row[0]!r}"
+            kept = (f"--fresh kept table {sink.table} in {dialect.where(sink)}: it {who}, and --fresh drops only tables "
+                    f"the job created. Its rows stay, and this run appends to them (its earlier batches' rows too); "
+                    f"delete them yourself if they must go")
+        conn.execute(f"DELETE FROM {MARKER_TABLE} WHERE job = {p}", (sink.marker,))
         conn.commit()
+    return kept
 
 
 def count_rows(sink: Any) -> int:

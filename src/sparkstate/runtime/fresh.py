@@ -1,0 +1,132 @@
+"""Starting a job over (``Job.run(fresh=True)``, ``sparkstate run --fresh``): delete only
+what sparkstate provably made for the job, and say what was kept and why.
+
+* The checkpoint directory goes when it holds sparkstate's metadata (``sparkstate.json``) of
+  this job, or nothing but what an early-stopped first run leaves. A directory holding
+  anything else is no checkpoint of this job: the run is refused and it is kept.
+* A Parquet output folder goes when it holds the job's claim, ``_sparkstate.json`` naming the
+  job: a run writes it into an output folder that is new or empty (or already the job's), so
+  a folder it finds holding other files is never claimed. Such a folder is kept and the run
+  refused (Spark's file sink would otherwise mix the new run's files with them, or, finding
+  another ``_spark_metadata`` log, skip the new run's batches as already written).
+* A database table goes when the table's record in the database says this job created it
+  (``sparkstate_tables``, see ``connectors/database/protocol.py``). A table it did not create
+  is kept, its rows too, and the job's markers are deleted so its batch ids can start at 0
+  again; the run goes on, appending to it, and says so.
+
+Everything is checked before anything is deleted, and the database first (it can be
+unreachable): a refusal leaves all as it was. The run holds the checkpoint's lock throughout.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sparkstate.connectors import database
+from sparkstate.connectors.sinks import ParquetSink
+from sparkstate.errors import CheckpointMismatchError, SinkError
+from sparkstate.runtime.checkpoint_dir import CheckpointDir
+from sparkstate.runtime.storage import Storage, open_storage
+
+#: the job's claim on a Parquet output folder (a leading ``_``: Spark and Arrow readers skip it)
+CLAIM_FILE = "_sparkstate.json"
+#: what Spark's file sink writes into an output folder besides the data files
+_SPARK_LOG = "_spark_metadata"
+
+
+def parquet_sinks(job: Any) -> list[ParquetSink]:
+    """The job's Parquet sinks: its main sink and side-output sinks of their own."""
+    sinks = [job.sink_spec, *(s for _, s in job.side_sinks)]
+    return [s for s in sinks if isinstance(s, ParquetSink)]
+
+
+def _claim(storage: Storage) -> dict | None:
+    try:
+        claim = json.loads(storage.read_text(CLAIM_FILE))
+    except (OSError, ValueError):
+        return None
+    return claim if isinstance(claim, dict) else None
+
+
+def claim_outputs(job: Any, checkpoint: CheckpointDir, spark: Any = None) -> None:
+    """Record the job in each of its Parquet output folders that is new, empty or already its
+    own, so that a later ``--fresh`` may delete it; a folder holding other files is left as
+    it is (and ``--fresh`` keeps it)."""
+    for sink in parquet_sinks(job):
+        storage = open_storage(sink.path, spark)
+        entries = storage.list()
+        claim = _claim(storage) if any(e.name == CLAIM_FILE for e in entries) else None
+        if entries and (claim is None or claim.get("job") != job.name):
+            continue
+        if claim is None or claim.get("checkpoint") != checkpoint.root:
+            record = {"job": job.name, "checkpoint": checkpoint.root}
+            try:
+                storage.write_atomic(json.dumps(record, indent=2).encode(), CLAIM_FILE)
+            except OSError as exc:
+                raise SinkError(f"cannot write to output folder {sink.path}: {exc.strerror or exc}; "
+                                "make it writable or choose another (parquet:PATH)") from exc
+
+
+def start_fresh(job: Any, checkpoint: CheckpointDir, spark: Any = None) -> list[str]:
+    """Delete the job's checkpoint and outputs (a bound job: its database sinks carry their
+    tables); returns what was kept, as notes for the user. Raises, deleting nothing, when the
+    checkpoint directory or an output folder holds what is not the job's."""
+    _check_checkpoint(job, checkpoint)
+    outputs = [(sink, open_storage(sink.path, spark)) for sink in parquet_sinks(job)]
+    for sink, storage in outputs:
+        _check_output(job, sink, storage)
+    notes = []
+    for db_sink, _ in database.job_database_sinks(job):
+        kept = database.reset(db_sink)
+        if kept:
+            notes.append(kept)
+    for _, storage in outputs:
+        storage.delete()
+    checkpoint.clear()
+    return notes
+
+
+def _check_checkpoint(job: Any, checkpoint: CheckpointDir) -> None:
+    root = checkpoint.root
+    if checkpoint.has_metadata():
+        try:
+            owner = checkpoint.read_metadata().get("job")
+        except (OSError, ValueError):
+            return  # sparkstate's own file, damaged: starting over is the fix
+        if owner not in (None, job.name):
+            raise CheckpointMismatchError(
+                f"--fresh keeps {root}: it is the checkpoint of job {owner!r}, not {job.name!r}. "
+                "Give this job its own checkpoint directory, or delete that one yourself if it is no longer needed; "
+                "nothing was deleted"
+            )
+        return
+    foreign = checkpoint.foreign_entries()
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise CheckpointMismatchError(
+            f"--fresh keeps {root}: it is not a sparkstate checkpoint (no {CheckpointDir.METADATA_FILE}; it holds "
+            f"{shown}), and --fresh deletes only what sparkstate made. Give the job a new or empty checkpoint "
+            "directory; nothing was deleted"
+        )
+
+
+def _check_output(job: Any, sink: ParquetSink, storage: Storage) -> None:
+    names = {e.name for e in storage.list()}
+    if not names:
+        return
+    claim = _claim(storage) if CLAIM_FILE in names else None
+    if claim is not None and claim.get("job") == job.name:
+        return
+    if claim is not None:
+        why = f"it is the output of job {claim.get('job')!r}"
+    elif _SPARK_LOG in names:
+        why = (f"its {_SPARK_LOG} log does not say it was written for job {job.name!r} (no {CLAIM_FILE}: another "
+               "job's output, or one written by an older sparkstate)")
+    else:
+        why = "it holds files sparkstate did not write"
+    raise SinkError(
+        f"--fresh keeps output folder {sink.path}: {why}, and --fresh deletes only what sparkstate wrote for this "
+        "job. Write to a new folder (--sink parquet:PATH), or delete that one yourself if it is no longer needed; "
+        "nothing was deleted"
+    )

@@ -1,0 +1,214 @@
+"""One checkpoint, one run: the lock a run holds on its checkpoint directory from before
+``--fresh`` or the database setup until its query has stopped.
+
+Two runs on one checkpoint would both write its offset and commit logs, its state and its
+metadata, and a database sink's markers; Spark notices only late, in a race between the two
+JVMs. So a run takes the checkpoint's lock first, and a second run fails at once with an
+error naming the first (job, pid, host, start time).
+
+* A local directory: ``fcntl.flock`` on ``sparkstate.lock`` in it. The kernel drops the lock
+  when the process ends however it ends, so a killed run never leaves the directory locked;
+  the file's content (the holder) is only what the error shows.
+* Any other file system (HDFS, S3...): a lease file ``sparkstate.lease`` holding the owner's
+  host, pid and start time, created only when absent (HDFS does so atomically) and renewed
+  every :data:`RENEW_SECONDS` while the run goes on. A lease not renewed for
+  :data:`LEASE_SECONDS`, or whose owner is a process of this host that no longer runs, is
+  stale and taken over; the run that finds its lease taken stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sparkstate.errors import CheckpointInUseError
+from sparkstate.runtime.storage import LocalStorage, Storage
+
+LOCK_FILE = "sparkstate.lock"
+LEASE_FILE = "sparkstate.lease"
+#: files of the lock that ``--fresh`` keeps (deleting a held lock's file would let another run in)
+LOCK_FILES = (LOCK_FILE, LEASE_FILE)
+#: a lease older than this without renewal is stale (generous: clocks of hosts differ)
+LEASE_SECONDS = 120.0
+RENEW_SECONDS = 20.0
+
+
+def _owner(job: str) -> dict:
+    now = time.time()
+    return {
+        "job": job,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "renewed": now,
+        "token": uuid.uuid4().hex,
+    }
+
+
+def _describe(holder: dict | None) -> str:
+    if not holder:
+        return "another run (it has not said who yet)"
+    job = f"job {holder.get('job')!r}, " if holder.get("job") else ""
+    return f"another run ({job}pid {holder.get('pid')} on host {holder.get('host')}, started {holder.get('started')})"
+
+
+def _in_use(root: str, holder: dict | None, how: str) -> CheckpointInUseError:
+    stop = (f"stop it (kill {holder.get('pid')} on {holder.get('host')})"
+            if holder and holder.get("pid") else "stop it")
+    return CheckpointInUseError(
+        f"checkpoint directory {root} is in use by {_describe(holder)}. One checkpoint takes one run at a time: "
+        f"wait for that run to end or {stop}, or give this run another checkpoint directory; nothing was changed{how}"
+    )
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process of this host with id ``pid`` runs (or may: one of another user)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def _parse(text: str) -> dict | None:
+    try:
+        holder = json.loads(text)
+    except ValueError:
+        return None
+    return holder if isinstance(holder, dict) else None
+
+
+class RunLock:
+    """A held lock on a checkpoint directory; :meth:`release` (or ``with``) lets it go."""
+
+    def __init__(self, storage: Storage, job: str) -> None:
+        self.storage = storage
+        self.job = job
+        self.owner = _owner(job)
+        #: set when another run took this run's lease over (a non-local directory only)
+        self.lost = threading.Event()
+        self._fd: int | None = None
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ taking it
+
+    def acquire(self) -> RunLock:
+        if isinstance(self.storage, LocalStorage):
+            self._flock()
+        else:
+            self._lease()
+        return self
+
+    def _flock(self) -> None:
+        import fcntl
+
+        path = os.path.join(self.storage.root, LOCK_FILE)
+        os.makedirs(self.storage.root, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _parse(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
+            os.close(fd)
+            raise _in_use(self.storage.root, holder, "") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(self.owner).encode(), 0)
+        except OSError:
+            pass  # a full disk: the lock holds all the same, only a second run cannot say whose it is
+
+    def _read_lease(self) -> dict | None:
+        try:
+            return _parse(self.storage.read_text(LEASE_FILE)) or {}
+        except FileNotFoundError:
+            return None
+
+    def _stale(self, holder: dict) -> bool:
+        if holder.get("host") == socket.gethostname() and isinstance(holder.get("pid"), int):
+            if not process_alive(holder["pid"]):
+                return True
+        renewed = holder.get("renewed")
+        return not isinstance(renewed, (int, float)) or time.time() - renewed > LEASE_SECONDS
+
+    def _lease(self) -> None:
+        how = f" (a lease not renewed for {LEASE_SECONDS:.0f} s is taken over)"
+        for _ in range(3):
+            if self.storage.create_new(json.dumps(self.owner).encode(), LEASE_FILE):
+                # on a store whose create is not exclusive, the last writer wins: check it is this run
+                if (self._read_lease() or {}).get("token") != self.owner["token"]:
+                    raise _in_use(self.storage.root, self._read_lease(), how)
+                self._renewer = threading.Thread(target=self._renew, name="sparkstate-lease", daemon=True)
+                self._renewer.start()
+                return
+            holder = self._read_lease()
+            if holder is None:
+                continue  # released meanwhile
+            if not self._stale(holder):
+                raise _in_use(self.storage.root, holder, how)
+            # stale: take it over, unless another run did so since it was read
+            if self._read_lease() == holder:
+                self.storage.delete(LEASE_FILE)
+        raise _in_use(self.storage.root, self._read_lease(), how)
+
+    def _renew(self) -> None:
+        while not self._stop.wait(RENEW_SECONDS):
+            try:
+                holder = self._read_lease()
+                if holder is None or holder.get("token") != self.owner["token"]:
+                    self.lost.set()
+                    return
+                self.owner["renewed"] = time.time()
+                self.storage.write_atomic(json.dumps(self.owner).encode(), LEASE_FILE)
+            except OSError:
+                continue  # a passing storage fault: the next renewal tries again
+
+    def check(self) -> None:
+        """Raise when another run has taken this run's lease over (it was not renewed in time)."""
+        if self.lost.is_set():
+            raise CheckpointInUseError(
+                f"checkpoint directory {self.storage.root} was taken over by {_describe(self._read_lease())}: "
+                f"this run's lease was not renewed for {LEASE_SECONDS:.0f} s. This run stops; the batches it "
+                "committed are kept"
+            )
+
+    # ------------------------------------------------------------------ letting it go
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._fd is not None:
+            # the file stays: deleting it would let a third run lock a new file beside a waiting one
+            with contextlib.suppress(OSError):
+                os.close(self._fd)  # closing drops the flock
+            self._fd = None
+        elif self._renewer is not None:
+            self._renewer.join(timeout=5)
+            self._renewer = None
+            with contextlib.suppress(OSError):
+                if (self._read_lease() or {}).get("token") == self.owner["token"]:
+                    self.storage.delete(LEASE_FILE)
+
+    def __enter__(self) -> RunLock:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def lock_checkpoint(storage: Storage, job: str) -> RunLock:
+    """Take the lock of the checkpoint directory at ``storage`` for a run of ``job``;
+    :class:`CheckpointInUseError` naming the holder when another run has it."""
+    return RunLock(storage, job).acquire()

@@ -1,0 +1,103 @@
+"""On Spark: a batch that fails says what it read (the input files of the failing batch); the
+default side outputs in the checkpoint follow its retention; a checkpoint reached through
+Hadoop is guarded by a lease, and its metadata survives a write cut short."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from spark_helpers import FAST
+
+from sparkstate import (
+    FileSource,
+    Job,
+    JobFailedError,
+    KeyedProcessFunction,
+    ListSource,
+    MemorySink,
+    UpiPayments,
+    WatermarkStrategy,
+)
+
+
+class Picky(KeyedProcessFunction):
+    def process_element(self, e, ctx):
+        if e["amount"] == 13.0:
+            raise ValueError("unlucky amount")
+        yield {"merchant_id": ctx.get_current_key(), "amount": e["amount"]}
+
+
+def test_a_failing_batch_names_its_files(spark, checkpoint, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i, (name, amount) in enumerate((("good.json", 1.0), ("poison.json", 13.0))):
+        path = folder / name
+        path.write_text(json.dumps({"merchant_id": f"m{i}", "amount": amount}) + "\n")
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))  # one file per batch, oldest first
+    job = (
+        Job("picky").source(FileSource(str(folder), UpiPayments.schema_ddl, max_files_per_trigger=1))
+        .key_by("merchant_id").process(Picky(), output_schema="merchant_id string, amount double")
+        .sink(MemorySink()).with_settings(state_backend="hashmap", **FAST)
+    )
+    with pytest.raises(JobFailedError) as failure:
+        job.run(checkpoint_dir=checkpoint, spark=spark, timeout=180)
+    message = " ".join(str(failure.value).split())
+    assert "unlucky amount" in message and "'m1'" in message  # the error, with its key
+    assert f"batches up to 0 are committed in {checkpoint}. Batch 1 read file {folder / 'poison.json'}." in message
+    assert "batch 1 is run again on the same input" in message
+
+
+class Total(KeyedProcessFunction):
+    def process_element(self, e, ctx):
+        yield {"k": ctx.get_current_key(), "v": e["v"]}
+
+
+def test_default_side_outputs_keep_the_batches_the_checkpoint_retains(spark, checkpoint):
+    # each batch has an event without event time: a dead letter in the checkpoint's side-outputs/
+    batches = [[{"ts": 1000 * b, "k": "a", "v": 1.0}, {"ts": None, "k": "a", "v": 2.0}] for b in range(4)]
+    wm = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_column("ts")
+    job = (
+        Job("dead").source(ListSource(batches, "ts bigint, k string, v double"), watermark=wm).key_by("k")
+        .process(Total(), output_schema="k string, v double").sink(MemorySink())
+        .with_settings(state_backend="hashmap", **FAST).with_checkpointing(retained=2)
+    )
+    result = job.run(checkpoint_dir=checkpoint, spark=spark)
+    assert result.side_outputs == {"dead_letters": 4}
+    kept = sorted(p.name for p in (checkpoint / "side-outputs" / "dead_letters").iterdir())
+    last = max(result.batch_side_outputs)
+    with_rows = [b for b, counts in sorted(result.batch_side_outputs.items()) if counts.get("dead_letters")]
+    assert len(with_rows) >= 3  # so that some fell out of the two retained batches
+    assert kept == [f"batch_id={b}" for b in with_rows if b > last - 2]
+
+
+def test_a_lease_guards_a_checkpoint_reached_through_hadoop(spark, tmp_path):
+    from sparkstate.errors import CheckpointInUseError
+    from sparkstate.runtime.run_lock import LEASE_FILE, lock_checkpoint
+    from sparkstate.runtime.storage import HadoopStorage
+
+    storage = HadoopStorage(str(tmp_path / "ckpt"), spark)  # as for hdfs:// or s3a://, on the local disk
+    first = lock_checkpoint(storage, "job-a")
+    with pytest.raises(CheckpointInUseError, match="in use by another run \\(job 'job-a', pid"):
+        lock_checkpoint(storage, "job-b")
+    first.release()
+    assert not storage.exists(LEASE_FILE)
+    lock_checkpoint(storage, "job-b").release()
+
+
+def test_metadata_survives_a_hadoop_write_cut_between_delete_and_rename(spark, tmp_path):
+    """On HDFS or S3 the new content takes the file's name by delete + rename: a crash between
+    the two left no sparkstate.json, and the checkpoint looked like one sparkstate did not write."""
+    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+    from sparkstate.runtime.storage import HadoopStorage
+
+    storage = HadoopStorage(str(tmp_path / "ckpt"), spark)
+    checkpoint = CheckpointDir(storage)
+    checkpoint.write_metadata({"job": "j", "v": 1})
+    storage._call(("sparkstate.json",), lambda p: storage._fs.rename(p, storage._jpath(".sparkstate.json.tmp")))
+    assert checkpoint.has_metadata() and checkpoint.read_metadata() == {"job": "j", "v": 1}
+    checkpoint.write_metadata({"job": "j", "v": 2})
+    assert checkpoint.read_metadata() == {"job": "j", "v": 2} and not (tmp_path / "ckpt" / ".sparkstate.json.tmp").exists()
+    storage.delete("sparkstate.json")
+    assert not checkpoint.has_metadata()

@@ -1,0 +1,223 @@
+"""`sparkstate run --fresh` deletes only what sparkstate made for the job, and one checkpoint
+takes one run at a time: through the command line, each case stopping before Spark starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sparkstate.cli import main
+
+
+def run(cwd: Path, *args: str):
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return CliRunner().invoke(main, ["run", "running-sum", "--events", "10", "--quiet", *args], terminal_width=300)
+    finally:
+        os.chdir(old)
+
+
+def said(result) -> str:
+    return " ".join(result.output.split())
+
+
+def test_fresh_keeps_a_directory_that_is_not_a_checkpoint(tmp_path):
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    (folder / "holiday.jpg").write_bytes(b"not ours")
+    result = run(tmp_path, "--checkpoint", str(folder), "--fresh")
+    assert result.exit_code == 1, result.output
+    assert f"--fresh keeps {folder}: it is not a sparkstate checkpoint" in said(result)
+    assert "holiday.jpg" in said(result) and "nothing was deleted" in said(result)
+    assert (folder / "holiday.jpg").read_bytes() == b"not ours"
+
+
+def test_fresh_keeps_another_jobs_checkpoint(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "sparkstate.json").write_text(json.dumps({"job": "rate-limit"}))
+    result = run(tmp_path, "--checkpoint", str(ckpt), "--fresh")
+    assert result.exit_code == 1
+    assert "it is the checkpoint of job 'rate-limit', not 'running-sum'" in said(result)
+    assert (ckpt / "sparkstate.json").exists()
+
+
+def test_fresh_keeps_an_output_folder_the_job_did_not_write(tmp_path):
+    out = tmp_path / "reports"
+    out.mkdir()
+    (out / "q3.csv").write_text("a,b\n")
+    (out / "_spark_metadata").mkdir()  # another job's file sink log
+    result = run(tmp_path, "--checkpoint", str(tmp_path / "ckpt"), "--sink", f"parquet:{out}", "--fresh")
+    assert result.exit_code == 1, result.output
+    assert f"--fresh keeps output folder {out}" in said(result) and "does not say it was written for job" in said(result)
+    assert (out / "q3.csv").exists() and (out / "_spark_metadata").is_dir()
+
+
+def _sqlite_table(db: Path) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+        conn.execute("INSERT INTO customers VALUES (1, 'Asha')")
+
+
+def test_fresh_keeps_a_table_the_job_did_not_create_though_the_run_then_fails(tmp_path):
+    db = tmp_path / "shop.db"
+    _sqlite_table(db)
+    ckpt = tmp_path / "ckpt"
+    (ckpt / "commits").mkdir(parents=True)
+    (ckpt / "commits" / "0").write_text("v1\n{}\n")
+    (ckpt / "sparkstate.json").write_text(json.dumps({"job": "running-sum"}))
+    result = run(tmp_path, "--checkpoint", str(ckpt), "--sink", f"sqlite:///{db}?table=customers", "--fresh")
+    # the table does not fit the job's output: the run fails before batch 0, and the table is as it was
+    assert result.exit_code == 1, result.output
+    assert "table customers" in said(result) and "does not fit the job's output" in said(result)
+    # what --fresh kept is said at once, before the run goes on (here: to fail)
+    assert "note: --fresh kept table customers in SQLite database" in said(result)
+    assert "it existed before sparkstate wrote to it, and --fresh drops only tables the job created" in said(result)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT * FROM customers").fetchall() == [(1, "Asha")]
+    # the job's own checkpoint did go (its lock file stays: the run held it)
+    assert sorted(p.name for p in ckpt.iterdir()) == ["sparkstate.lock"]
+
+
+def _hold_lock(ckpt: Path) -> subprocess.Popen:
+    code = (
+        "import sys, time\n"
+        "from sparkstate.runtime.checkpoint_dir import CheckpointDir\n"
+        f"lock = CheckpointDir.open({str(ckpt)!r}).lock('running-sum')\n"
+        "print('locked', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    return holder
+
+
+def test_a_second_run_on_a_checkpoint_fails_at_once_naming_the_first(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "sparkstate.json").write_text(json.dumps({"job": "running-sum"}))
+    holder = _hold_lock(ckpt)
+    try:
+        started = time.monotonic()
+        result = run(tmp_path, "--checkpoint", str(ckpt), "--fresh")
+        assert time.monotonic() - started < 10
+        assert result.exit_code == 1, result.output
+        text = said(result)
+        assert f"checkpoint directory {ckpt} is in use by another run (job 'running-sum', pid {holder.pid} " \
+               f"on host {socket.gethostname()}, started " in text
+        assert f"kill {holder.pid}" in text and "nothing was changed" in text
+        assert (ckpt / "sparkstate.json").exists()  # --fresh deleted nothing under a live run
+    finally:
+        holder.kill()
+        holder.wait()
+    # the kernel drops a killed holder's lock: the next run gets past it (and stops on the missing table's
+    # database here, before Spark)
+    again = run(tmp_path, "--checkpoint", str(ckpt), "--sink", "postgresql://app@127.0.0.1:1/shop")
+    assert "in use" not in said(again) and "cannot connect" in said(again)
+
+
+@pytest.fixture
+def storage(tmp_path):
+    from sparkstate.runtime.storage import LocalStorage
+
+    return LocalStorage(str(tmp_path))
+
+
+def test_lease_of_a_live_run_is_refused_and_a_stale_one_taken_over(storage, monkeypatch):
+    """The lease that guards a checkpoint on HDFS or S3, exercised on a local directory."""
+    from sparkstate.errors import CheckpointInUseError
+    from sparkstate.runtime import run_lock
+
+    first = run_lock.RunLock(storage, "job-a")
+    first._lease()
+    try:
+        with pytest.raises(CheckpointInUseError, match=f"job 'job-a', pid {os.getpid()} on host"):
+            run_lock.RunLock(storage, "job-b")._lease()
+    finally:
+        first.release()
+    assert not storage.exists(run_lock.LEASE_FILE)
+
+    # a run on another host that stopped renewing its lease long ago
+    stale = {"job": "job-a", "pid": 1, "host": "elsewhere", "started": "then", "renewed": time.time() - 3600,
+             "token": "x"}
+    storage.write_atomic(json.dumps(stale).encode(), run_lock.LEASE_FILE)
+    second = run_lock.RunLock(storage, "job-b")
+    second._lease()
+    assert json.loads(storage.read_text(run_lock.LEASE_FILE))["token"] == second.owner["token"]
+    second.release()
+
+    # a run of this host whose process is gone, however recently it renewed
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = {**stale, "host": socket.gethostname(), "pid": int(done.stdout), "renewed": time.time()}
+    storage.write_atomic(json.dumps(dead).encode(), run_lock.LEASE_FILE)
+    third = run_lock.RunLock(storage, "job-c")
+    third._lease()
+    third.release()
+
+    # a run whose lease another run took over learns it at its next renewal, and stops
+    monkeypatch.setattr(run_lock, "RENEW_SECONDS", 0.05)
+    fourth = run_lock.RunLock(storage, "job-d")
+    fourth._lease()
+    storage.write_atomic(json.dumps({**stale, "renewed": time.time()}).encode(), run_lock.LEASE_FILE)
+    assert fourth.lost.wait(5)
+    with pytest.raises(CheckpointInUseError, match="was taken over by"):
+        fourth.check()
+    fourth.release()
+    assert storage.exists(run_lock.LEASE_FILE)  # the new holder's lease stays
+
+
+def test_a_table_the_job_created_is_dropped_by_fresh_and_one_it_found_is_kept(tmp_path):
+    import pyarrow as pa
+
+    from sparkstate.connectors import database
+    from sparkstate.connectors.sinks import parse_sink
+
+    db = tmp_path / "shop.db"
+    _sqlite_table(db)
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    made = parse_sink(f"sqlite:///{db}?table=made").for_job("j")
+    found = parse_sink(f"sqlite:///{db}?table=customers").for_job("k")
+    for sink in (made, found):
+        database.prepare(sink, schema, None)
+        database.write(sink, pa.table({"id": [7], "name": ["Ravi"]}), 0)
+    assert database.reset(made) is None
+    kept = database.reset(found)
+    assert kept is not None and "--fresh kept table customers" in kept and "existed before" in kept
+    with sqlite3.connect(db) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "made" not in tables
+        assert conn.execute("SELECT * FROM customers ORDER BY id").fetchall() == [(1, "Asha"), (7, "Ravi")]
+        assert conn.execute("SELECT count(*) FROM sparkstate_batches").fetchone() == (0,)
+
+
+def test_fresh_deletes_an_output_folder_only_when_the_job_claimed_it(tmp_path):
+    from sparkstate.connectors.sinks import ParquetSink
+    from sparkstate.jobs import get_job
+    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+    from sparkstate.runtime.fresh import CLAIM_FILE, claim_outputs, start_fresh
+
+    ckpt = CheckpointDir.open(tmp_path / "ckpt")
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("mine")
+    job = get_job("running-sum").job(events=10)
+    claim_outputs(job.sink(ParquetSink(str(ours))), ckpt)
+    claim_outputs(job.sink(ParquetSink(str(theirs))), ckpt)
+    assert json.loads((ours / CLAIM_FILE).read_text())["job"] == "running-sum"
+    assert not (theirs / CLAIM_FILE).exists()  # a folder holding other files is never claimed
+    (ours / "part-0.parquet").write_bytes(b"rows")
+    assert start_fresh(job.sink(ParquetSink(str(ours))), ckpt) == []
+    assert not ours.exists()
+    with pytest.raises(Exception, match="it holds files sparkstate did not write"):
+        start_fresh(job.sink(ParquetSink(str(theirs))), ckpt)
+    assert (theirs / "notes.txt").exists()
