@@ -52,6 +52,14 @@ class TimeDomain(IntEnum):
         return "event" if self is TimeDomain.EVENT_TIME else "processing"
 
 
+#: The event times an event may have (epoch ms). Spark hands event times to pandas as
+#: datetime64[ns], which holds 1677-09-21T00:12:43.145Z .. 2262-04-11T23:47:16.854Z, and the
+#: end-of-input marker of a bounded source sits at 2262-04-10: an event time outside this
+#: range is a dead letter (on Spark it would fail its batch, ``ArrowInvalid ... out of bounds``).
+MIN_EVENT_TIME_MS = -9223372036854
+MAX_EVENT_TIME_MS = 9223199999999
+
+
 def epoch_millis(value: datetime) -> int:
     """A datetime as epoch milliseconds (a naive one is UTC), rounded down exactly: no float,
     so ``1969-12-31 23:59:59.999500`` is -1 and ``00:00:00.000999`` is 0."""

@@ -16,13 +16,14 @@ the job was down, so each event counts at most once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 from sparkstate.api.io import Guarantee, SourceSpec
 from sparkstate.api.schema import Schema
-from sparkstate.api.time import epoch_millis
+from sparkstate.api.time import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, epoch_millis
 from sparkstate.errors import JobDefinitionError
 
 EXACTLY_ONCE = Guarantee.EXACTLY_ONCE
@@ -83,6 +84,10 @@ class SourceBase:
         return False
 
     def never_behind_watermark(self, strategy: Any) -> bool:
+        return False
+
+    def never_null_keys(self, key_columns: Sequence[str]) -> bool:
+        """Whether no event can have a null key (such an event is a dead letter)."""
         return False
 
     def identity(self) -> dict:
@@ -149,10 +154,15 @@ class ListSource(SourceBase):
         """Whether every event holds a timestamp in ``column`` (none would be a dead letter)."""
         import datetime as dt
 
-        return column is not None and all(
-            isinstance(e.get(column), (int, dt.datetime)) and not isinstance(e.get(column), bool)
-            for b in self.batches for e in b
-        )
+        def held(t: Any) -> bool:  # a timestamp, within the event times sparkstate holds
+            ms = epoch_millis(t) if isinstance(t, dt.datetime) else t
+            return type(ms) is int and MIN_EVENT_TIME_MS <= ms <= MAX_EVENT_TIME_MS
+
+        return column is not None and all(held(e.get(column)) for b in self.batches for e in b)
+
+    def never_null_keys(self, key_columns: Sequence[str]) -> bool:
+        """Whether every event has a value in each key column (else those are dead letters)."""
+        return all(e.get(c) is not None for b in self.batches for e in b for c in key_columns)
 
     def never_behind_watermark(self, strategy: Any) -> bool:
         """No event arrives at or behind the watermark of its micro-batch (each batch's watermark

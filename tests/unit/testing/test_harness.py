@@ -105,8 +105,12 @@ def test_missing_and_null_key_columns():
     h = KeyedHarness(Keep(), "k")
     with pytest.raises(KeyColumnError, match=r"has no key column \['k'\]"):
         h.process_element({"key": "a", "v": 1})
-    with pytest.raises(KeyColumnError, match=r"no value for key column\(s\) \['k'\]"):
-        h.process_element({"k": None, "v": 1})
+    # a null key is one bad record, not a broken job: a dead letter, as on Spark
+    assert h.process_batch([{"k": None, "v": 1}, {"k": "a", "v": 2}]) == h.output
+    assert h.keys() == ["a"]
+    assert h.side_output("dead_letters") == [
+        {"raw": '{"k": null, "v": 1}', "reason": "key column(s) ['k'] null: an event without its key reaches no key's state"}
+    ]
 
 
 def test_open_and_close_errors_are_wrapped():
