@@ -102,6 +102,8 @@ def explain_job(job_name: str, events: int, source_spec: str | None) -> None:
               help="Incremental RocksDB checkpoints (changelog checkpointing).")
 @click.option("--window-path", type=click.Choice(["auto", "python", "native"]), default="auto", show_default=True,
               help="Window jobs: let the planner choose (see `sparkstate explain`), or force a path.")
+@click.option("--max-event-time-ahead", "max_ahead", default="1 hour", show_default=True, metavar="DURATION",
+              help="Events further ahead of processing time are dead letters ('none': no bound).")
 @click.option("--timeout", type=float, help="Stop after this many seconds (the next run resumes).")
 @click.option("--fresh", is_flag=True, help="Delete the job's checkpoint and output first.")
 @click.option("--quiet", is_flag=True, help="No per-batch progress lines.")
@@ -126,6 +128,7 @@ def run(
     retained: int,
     incremental: bool,
     window_path: str,
+    max_ahead: str,
     timeout: float | None,
     fresh: bool,
     quiet: bool,
@@ -158,7 +161,8 @@ def run(
         job = (
             job
             .sink(sink)
-            .with_settings(parallelism=partitions, key_groups=key_groups, window_path=window_path)
+            .with_settings(parallelism=partitions, key_groups=key_groups, window_path=window_path,
+                           max_event_time_ahead=None if max_ahead.strip().lower() == "none" else max_ahead)
             .with_checkpointing(state_backend=state_backend, interval=trigger, retained=retained, incremental=incremental)
         )
         if source_spec and isinstance(sink, ConsoleSink):

@@ -108,7 +108,7 @@ class JobSettings:
             raise JobDefinitionError(f"bucket_size must be a positive int, got {self.bucket_size!r}")
         ahead = self.max_event_time_ahead
         if ahead is not None:
-            ms = to_millis(ahead, "max_event_time_ahead", text=True)  # type: ignore[arg-type]
+            ms = to_millis(ahead, "max_event_time_ahead", text=True)
             if ms < 0:
                 raise JobDefinitionError(f"max_event_time_ahead must not be negative, got {ahead!r}")
             object.__setattr__(self, "max_event_time_ahead", ms)

@@ -252,7 +252,13 @@ class TextLines(SourceBase):
         (and with event time in ``time_column``, which then must be there too)."""
         from sparkstate.connectors.text import LineParser
 
-        return LineParser(self.schema, self.format, key_columns, time_column)
+        return LineParser(self.schema, self.format, key_columns, time_column, getattr(self, "max_line_length", None))
+
+
+#: a SocketSource's longest line, in characters: a longer one is a dead letter
+DEFAULT_MAX_LINE_LENGTH = 1_000_000
+#: the characters a SocketSource holds in memory before its micro-batches commit them
+DEFAULT_MAX_BUFFER = 64_000_000
 
 
 @dataclass(frozen=True)
@@ -264,6 +270,10 @@ class SocketSource(TextLines):
     **at-most-once**: lines sent while the job is down, and those of a micro-batch that failed,
     are lost. A restarted job resumes its checkpoint (state, watermark) on a new connection.
     Use a replayable source (files, a generator) where every event must count.
+
+    Its memory is bounded: a line longer than ``max_line_length`` characters becomes a dead
+    letter (its first characters, with the reason), and while ``max_buffer`` characters wait
+    for their micro-batch to commit the source reads no more, so the sender waits.
 
     Example::
 
@@ -277,6 +287,8 @@ class SocketSource(TextLines):
     format: str = "json"
     time_column: str | None = None
     name: str = "socket"
+    max_line_length: int = DEFAULT_MAX_LINE_LENGTH
+    max_buffer: int = DEFAULT_MAX_BUFFER
 
     guarantee: ClassVar[Guarantee] = AT_MOST_ONCE
     guarantee_why: ClassVar[str] = "lines sent while the job is down are lost"
@@ -286,6 +298,13 @@ class SocketSource(TextLines):
             raise JobDefinitionError("SocketSource needs a host")
         if not isinstance(self.port, int) or not 0 < self.port < 65536:
             raise JobDefinitionError(f"SocketSource: port must be 1-65535, got {self.port!r}")
+        if not isinstance(self.max_line_length, int) or self.max_line_length < 1:
+            raise JobDefinitionError(f"SocketSource: max_line_length must be a positive int, got {self.max_line_length!r}")
+        if not isinstance(self.max_buffer, int) or self.max_buffer < self.max_line_length + 1:
+            raise JobDefinitionError(
+                f"SocketSource: max_buffer must be an int above max_line_length ({self.max_line_length}), "
+                f"got {self.max_buffer!r}"
+            )
         self._check()
 
     def describe(self) -> str:

@@ -54,6 +54,8 @@ _EPOCH_MS_TEXT = re.compile(r"-?[0-9]+")
 #: the epoch milliseconds a Spark timestamp holds (0001-01-01 .. 9999-12-31, as ISO text does)
 _MIN_TIMESTAMP_MS = -62_135_596_800_000
 _MAX_TIMESTAMP_MS = 253_402_300_799_999
+#: the characters of a too long line its dead letter keeps
+_KEPT_OF_LONG_LINE = 1000
 #: JSON text nested deeper than this is refused before decoding (Python's decoder would
 #: hit its recursion limit, and the depth is of no use to any schema)
 MAX_JSON_DEPTH = 200
@@ -227,8 +229,11 @@ class LineParser:
     """
 
     def __init__(
-        self, schema: str, format: str = "json", key_columns: Sequence[str] = (), time_column: str | None = None
+        self, schema: str, format: str = "json", key_columns: Sequence[str] = (), time_column: str | None = None,
+        max_line_length: int | None = None,
     ) -> None:
+        #: a longer line is a dead letter (its start kept as the raw text)
+        self.max_line_length = max_line_length
         if format not in FORMATS:
             raise JobDefinitionError(f"unknown text format {format!r}; use one of {', '.join(FORMATS)}")
         parsed = Schema.of(schema)
@@ -267,6 +272,12 @@ class LineParser:
             line = line.rstrip("\r\n")
             if not line.strip():
                 continue  # a blank line is not a record
+            if self.max_line_length is not None and len(line) > self.max_line_length:
+                dead.append({
+                    "raw": line[:_KEPT_OF_LONG_LINE] + "...",
+                    "reason": f"line longer than {self.max_line_length} characters (the source's max_line_length)",
+                })
+                continue
             try:
                 values = self.parse_line(line)
             except Rejected as exc:

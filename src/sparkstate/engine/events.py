@@ -352,12 +352,12 @@ def dead_letter_row(dead: list[DeadLetter], part: int, seq: int) -> pa.RecordBat
 def _utf8(text: Any) -> str:
     """Text Arrow can store: a lone surrogate (``"\\ud800"`` decoded from JSON) cannot be
     UTF-8, so it is written as its escape."""
-    text = "" if text is None else str(text)
+    value = "" if text is None else str(text)
     try:
-        text.encode("utf-8")
+        value.encode("utf-8")
     except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
 
 
 def end_of_input_row(part: int = 0, seq: int = 2**31 - 1) -> pa.RecordBatch:
