@@ -160,6 +160,11 @@ class ListSource(SourceBase):
 
         return column is not None and all(held(e.get(column)) for b in self.batches for e in b)
 
+    def latest_event_time(self, column: str | None) -> int | None:
+        """The latest event time (epoch ms) in ``column``, None when there is none."""
+        stamps = [t for b in self.batches for e in b if (t := _millis(e.get(column))) is not None] if column else []
+        return max(stamps, default=None)
+
     def never_null_keys(self, key_columns: Sequence[str]) -> bool:
         """Whether every event has a value in each key column (else those are dead letters)."""
         return all(e.get(c) is not None for b in self.batches for e in b for c in key_columns)
