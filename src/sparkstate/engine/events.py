@@ -205,8 +205,10 @@ class Packer:
                 t = read(ev)
                 if isinstance(t, datetime):
                     t = epoch_millis(t)
-                if type(t) is not int or not -(2**63) < t < 2**63:
+                if type(t) is not int:
                     t = none  # unreadable: a dead letter downstream
+                elif not -(2**63) < t < 2**63:
+                    t = 2**63 - 1 if t > 0 else -(2**63) + 1  # beyond int64: out of range all the same
                 times.append(t)
             return np.array(times, dtype=np.int64)
         if self.time_column is None:

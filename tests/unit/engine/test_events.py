@@ -166,3 +166,13 @@ def test_a_window_job_whose_list_source_holds_a_runaway_event_takes_the_python_p
     runaway = plan(job(7_258_118_400_000))  # 2200: the native path has no dead-letter output
     assert runaway.path == "python" and "further ahead of now than max_event_time_ahead" in " ".join(runaway.reasons)
     assert plan(job(7_258_118_400_000).max_event_time_ahead(None)).path == "native"
+
+
+def test_a_timestamp_assigner_returning_a_time_beyond_int64_gives_a_dead_letter():
+    batch = pa.RecordBatch.from_pylist([{"k": "a", "s": str(10**30)}, {"k": "b", "s": "5"}])
+    packer = Packer(["k"], 8, None, timestamp_assigner=lambda e: int(e["s"]) * 1000)
+    events = unpack_events([(p, s, b) for _, p, s, _, b in _rows(packer.pack(batch, 0, 0))])
+    assert [e["k"] for e in events] == ["b"]
+    assert [d["reason"].split(",")[0] for d in events.dead_letters] == [
+        "event time 9223372036854775807 ms since the epoch is after 2262-04-09"
+    ]
