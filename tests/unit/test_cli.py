@@ -105,3 +105,9 @@ def test_source_guarantee_in_explain_and_generator_options_refused_with_another_
     assert bad.exit_code == 1 and "--events, --merchants: generator options do not apply" in " ".join(bad.output.split())
     bad = CliRunner().invoke(main, ["run", "running-sum", "--source", "socket://localhost"])
     assert bad.exit_code == 1 and "expected socket://HOST:PORT" in bad.output
+
+
+def test_max_event_time_ahead_option_is_checked_before_spark_starts():
+    bad = CliRunner().invoke(main, ["run", "running-sum", "--max-event-time-ahead", "soon"])
+    assert bad.exit_code == 1 and "max_event_time_ahead must be a duration such as" in bad.output
+    assert "--max-event-time-ahead" in CliRunner().invoke(main, ["run", "--help"]).output
