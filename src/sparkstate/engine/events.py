@@ -15,7 +15,7 @@ compute the same groups without Spark. Timestamp columns become epoch millisecon
 the way, the convention of the API.
 
 Text sources (socket, files) are parsed in the same ``mapInArrow`` step. The lines that are
-not events, and the records no key's state may take (:func:`rejection`: a null key, an event
+not events, and the records no key's state may take (:meth:`Packer.pack`: a null key, an event
 time outside what the packed rows hold, or one that runs too far ahead of processing time),
 travel as *dead-letter rows*: packed rows of key group 0 without event time whose
 blob holds ``(raw, reason)`` rows (marked in its schema metadata) instead of events. They
