@@ -103,6 +103,8 @@ def explain_job(job_name: str, events: int, source_spec: str | None) -> None:
               help="Incremental RocksDB checkpoints (changelog checkpointing).")
 @click.option("--window-path", type=click.Choice(["auto", "python", "native"]), default="auto", show_default=True,
               help="Window jobs: let the planner choose (see `sparkstate explain`), or force a path.")
+@click.option("--max-event-time-ahead", "max_ahead", default="1 hour", show_default=True, metavar="DURATION",
+              help="Events further ahead of processing time are dead letters ('none': no bound).")
 @click.option("--timeout", type=float, help="Stop after this many seconds (the next run resumes).")
 @click.option("--fresh", is_flag=True,
               help="Start over: delete the job's checkpoint and output first (only what sparkstate made for the job).")
@@ -128,6 +130,7 @@ def run(
     retained: int,
     incremental: bool,
     window_path: str,
+    max_ahead: str,
     timeout: float | None,
     fresh: bool,
     quiet: bool,
@@ -162,7 +165,8 @@ def run(
         job = (
             job
             .sink(sink)
-            .with_settings(parallelism=partitions, key_groups=key_groups, window_path=window_path)
+            .with_settings(parallelism=partitions, key_groups=key_groups, window_path=window_path,
+                           max_event_time_ahead=None if max_ahead.strip().lower() == "none" else max_ahead)
             .with_checkpointing(state_backend=state_backend, interval=trigger, retained=retained, incremental=incremental)
         )
         if source_spec and isinstance(sink, ConsoleSink):

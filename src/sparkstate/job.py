@@ -53,7 +53,7 @@ class Job(JobDescription):
             list(job.key_columns),
             watermark_strategy=job.watermark,
             output_schema=job.output,
-            **kwargs,
+            **{"max_event_time_ahead": job.settings.max_event_time_ahead, **kwargs},
         )
 
     def source(self, source: Any, *, watermark: WatermarkStrategy | None = None) -> Job:

@@ -122,3 +122,9 @@ def test_the_default_output_follows_the_checkpoint(tmp_path, monkeypatch):
         ckpt = tmp_path / name
         result = CliRunner().invoke(main, ["run", "running-sum", "--checkpoint", str(ckpt)], terminal_width=400)
         assert f"output {ckpt}/output" in " ".join(result.output.split()), result.output
+
+
+def test_max_event_time_ahead_option_is_checked_before_spark_starts():
+    bad = CliRunner().invoke(main, ["run", "running-sum", "--max-event-time-ahead", "soon"])
+    assert bad.exit_code == 1 and "max_event_time_ahead must be a duration such as" in bad.output
+    assert "--max-event-time-ahead" in CliRunner().invoke(main, ["run", "--help"]).output

@@ -91,6 +91,10 @@ class SourceSpec(Protocol):
         """Whether no event can arrive at or behind the watermark ``strategy`` gives."""
         ...
 
+    # Optional: ``never_null_keys(key_columns) -> bool``, whether no event can have a null
+    # key (such an event is a dead letter, so a job whose source may have one has the
+    # ``dead_letters`` side output). A spec without it is taken to answer False.
+
     def identity(self) -> dict[str, Any]:
         """What a checkpoint's offsets mean: a restart must find the same identity, because
         the same offsets must give the same events again."""

@@ -41,6 +41,12 @@ _CHECKPOINT_ALIASES = {"state_backend": "state_backend", "trigger_interval": "in
 #: Flink's default maximum parallelism; also what measured best here (docs/design.md).
 DEFAULT_KEY_GROUPS = 128
 DEFAULT_BUCKET_SIZE = 128
+#: How far an event's time may run ahead of processing time by default: one hour, the bound
+#: Kafka's brokers put on record timestamps in the future (``message.timestamp.after.max.ms``).
+#: Far more than clock skew or batching delay between sane producers, it still catches a
+#: wrong unit or a wrong year, and caps what one bad event can do to the watermark: at worst
+#: the events of the next hour count as late, instead of every event from then on.
+DEFAULT_MAX_EVENT_TIME_AHEAD_MS = 3_600_000
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,13 @@ class JobSettings:
       the first run of a checkpoint (Spark keeps it).
     * ``bucket_size`` - keys per state-store entry inside a key group.
     * ``window_path`` - ``"auto"`` (default), ``"python"`` or ``"native"``: see ``sparkstate explain``.
+    * ``max_event_time_ahead`` - how far an event's time may run ahead of processing time
+      (a timedelta, int ms, text such as ``"1 hour"``, or None for no bound; default one hour).
+      An event beyond it is a dead letter with the reason instead of moving the watermark, which
+      is checkpointed: one event stamped in the year 2200 would otherwise make every later event
+      late, for good. Processing time is the micro-batch's (Spark's batch timestamp, logged with
+      its offsets, so a replayed batch decides the same); in the test harness it is the clock the
+      test sets, and a harness whose clock was never set applies no bound.
     * ``checkpoint`` - a :class:`CheckpointConfig`: directory, interval (the micro-batch
       trigger), retained checkpoints, incremental checkpoints and the state backend.
       ``state_backend`` and ``trigger_interval`` read its fields (and ``Job.with_settings``
@@ -67,6 +80,9 @@ class JobSettings:
     #: "auto", "python" or "native" is taken too
     window_path: WindowPath = WindowPath.AUTO
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    #: epoch ms an event may run ahead of processing time (None: no bound); a timedelta or a
+    #: text such as "1 hour" is taken too
+    max_event_time_ahead: int | None = DEFAULT_MAX_EVENT_TIME_AHEAD_MS
 
     @property
     def state_backend(self) -> str:
@@ -90,6 +106,12 @@ class JobSettings:
         object.__setattr__(self, "window_path", WindowPath(self.window_path))  # a plain string is taken too
         if not isinstance(self.bucket_size, int) or self.bucket_size < 1:
             raise JobDefinitionError(f"bucket_size must be a positive int, got {self.bucket_size!r}")
+        ahead = self.max_event_time_ahead
+        if ahead is not None:
+            ms = to_millis(ahead, "max_event_time_ahead", text=True)
+            if ms < 0:
+                raise JobDefinitionError(f"max_event_time_ahead must not be negative, got {ahead!r}")
+            object.__setattr__(self, "max_event_time_ahead", ms)
 
 
 @dataclass(frozen=True)
@@ -205,8 +227,9 @@ class JobDescription:
         return self._with_side_sink(LATE_DATA_NAME, sink)
 
     def dead_letters(self, sink: Any) -> Self:
-        """Send records that cannot be processed (no or unreadable event time; text lines that
-        are not events of the source's schema) to ``sink`` with the reason (by default: the
+        """Send records that cannot be processed (no or unreadable event time, or one out of
+        range or too far ahead: see ``max_event_time_ahead``; a null key; text lines that are
+        not events of the source's schema) to ``sink`` with the reason (by default: the
         checkpoint directory's ``side-outputs/dead_letters``)."""
         return self._with_side_sink(DEAD_LETTERS.name, sink)
 
@@ -297,8 +320,12 @@ class JobDescription:
     def side_output_names(self) -> tuple[str, ...]:
         """Every side output this job can produce."""
         names = [t.name for t in self.side_tags]
-        # events without a usable event time, and text lines that are not events, are dead letters
-        if self.watermark is not None or (self.source_spec is not None and self.source_spec.rejects_malformed):
+        # events without a usable event time, text lines that are not events, and events with
+        # a null key are dead letters (a source may say it has none: ``never_null_keys``)
+        spec = self.source_spec
+        never_null = getattr(spec, "never_null_keys", None)
+        null_keys = spec is not None and not (never_null is not None and never_null(self.key_columns))
+        if self.watermark is not None or (spec is not None and spec.rejects_malformed) or null_keys:
             names.append(DEAD_LETTERS.name)
         if self.window_assigner is not None and self.window_assigner.time == TimeDomain.EVENT_TIME:
             names.append(LATE_DATA_NAME)
@@ -332,6 +359,11 @@ class JobDescription:
         if aliases:
             job = job.with_checkpointing(**{_CHECKPOINT_ALIASES[k]: v for k, v in aliases.items()})
         return job
+
+    def max_event_time_ahead(self, bound: Duration | str | None) -> Self:
+        """Send events more than ``bound`` ahead of processing time to the dead letters (None:
+        no bound; default one hour: see :class:`JobSettings`)."""
+        return replace(self, settings=replace(self.settings, max_event_time_ahead=bound))  # type: ignore[arg-type]
 
     def with_checkpointing(self, config: CheckpointConfig | None = None, **changes: Any) -> Self:
         """Set how the job checkpoints: a whole :class:`CheckpointConfig`, or some of its fields.

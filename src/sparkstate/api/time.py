@@ -52,6 +52,15 @@ class TimeDomain(IntEnum):
         return "event" if self is TimeDomain.EVENT_TIME else "processing"
 
 
+#: The event times an event may have (epoch ms): 1677-09-22 to 2262-04-09, whole days inside
+#: what pandas' datetime64[ns] holds (1677-09-21T00:12:43.145Z .. 2262-04-11T23:47:16.854Z;
+#: Spark hands event times to pandas), ending before the end-of-input marker of a bounded
+#: source (2262-04-10). An event time outside is a dead letter (on Spark it would fail its
+#: batch, ``ArrowInvalid ... out of bounds``).
+MIN_EVENT_TIME_MS = -9223286400000  # 1677-09-22T00:00:00Z
+MAX_EVENT_TIME_MS = 9223199999999  # 2262-04-09T23:59:59.999Z
+
+
 def epoch_millis(value: datetime) -> int:
     """A datetime as epoch milliseconds (a naive one is UTC), rounded down exactly: no float,
     so ``1969-12-31 23:59:59.999500`` is -1 and ``00:00:00.000999`` is 0."""

@@ -12,6 +12,7 @@ up to ``max_out_of_orderness_ms``: the stream is out of order, but boundedly so.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
@@ -112,6 +113,10 @@ class Generator(SourceBase):
     def always_has_event_time(self, column: str | None) -> bool:
         """Every generated event has its event time (so none can be a dead letter)."""
         return column == self.time_column
+
+    def never_null_keys(self, key_columns: Sequence[str]) -> bool:
+        """Generated columns are never null."""
+        return True
 
     def never_behind_watermark(self, strategy: Any) -> bool:
         """No event is behind a watermark that allows at least the generator's disorder."""

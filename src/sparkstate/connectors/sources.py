@@ -16,13 +16,14 @@ the job was down, so each event counts at most once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 from sparkstate.api.io import Guarantee, SourceSpec
 from sparkstate.api.schema import Schema
-from sparkstate.api.time import epoch_millis
+from sparkstate.api.time import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, epoch_millis
 from sparkstate.errors import JobDefinitionError
 
 EXACTLY_ONCE = Guarantee.EXACTLY_ONCE
@@ -83,6 +84,10 @@ class SourceBase:
         return False
 
     def never_behind_watermark(self, strategy: Any) -> bool:
+        return False
+
+    def never_null_keys(self, key_columns: Sequence[str]) -> bool:
+        """Whether no event can have a null key (such an event is a dead letter)."""
         return False
 
     def identity(self) -> dict:
@@ -149,10 +154,20 @@ class ListSource(SourceBase):
         """Whether every event holds a timestamp in ``column`` (none would be a dead letter)."""
         import datetime as dt
 
-        return column is not None and all(
-            isinstance(e.get(column), (int, dt.datetime)) and not isinstance(e.get(column), bool)
-            for b in self.batches for e in b
-        )
+        def held(t: Any) -> bool:  # a timestamp, within the event times sparkstate holds
+            ms = epoch_millis(t) if isinstance(t, dt.datetime) else t
+            return type(ms) is int and MIN_EVENT_TIME_MS <= ms <= MAX_EVENT_TIME_MS
+
+        return column is not None and all(held(e.get(column)) for b in self.batches for e in b)
+
+    def latest_event_time(self, column: str | None) -> int | None:
+        """The latest event time (epoch ms) in ``column``, None when there is none."""
+        stamps = [t for b in self.batches for e in b if (t := _millis(e.get(column))) is not None] if column else []
+        return max(stamps, default=None)
+
+    def never_null_keys(self, key_columns: Sequence[str]) -> bool:
+        """Whether every event has a value in each key column (else those are dead letters)."""
+        return all(e.get(c) is not None for b in self.batches for e in b for c in key_columns)
 
     def never_behind_watermark(self, strategy: Any) -> bool:
         """No event arrives at or behind the watermark of its micro-batch (each batch's watermark
@@ -242,7 +257,13 @@ class TextLines(SourceBase):
         (and with event time in ``time_column``, which then must be there too)."""
         from sparkstate.connectors.text import LineParser
 
-        return LineParser(self.schema, self.format, key_columns, time_column)
+        return LineParser(self.schema, self.format, key_columns, time_column, getattr(self, "max_line_length", None))
+
+
+#: a SocketSource's longest line, in characters: a longer one is a dead letter
+DEFAULT_MAX_LINE_LENGTH = 1_000_000
+#: the characters a SocketSource holds in memory before its micro-batches commit them
+DEFAULT_MAX_BUFFER = 64_000_000
 
 
 @dataclass(frozen=True)
@@ -254,6 +275,10 @@ class SocketSource(TextLines):
     **at-most-once**: lines sent while the job is down, and those of a micro-batch that failed,
     are lost. A restarted job resumes its checkpoint (state, watermark) on a new connection.
     Use a replayable source (files, a generator) where every event must count.
+
+    Its memory is bounded: a line longer than ``max_line_length`` characters becomes a dead
+    letter (its first characters, with the reason), and while ``max_buffer`` characters wait
+    for their micro-batch to commit the source reads no more, so the sender waits.
 
     Example::
 
@@ -267,6 +292,8 @@ class SocketSource(TextLines):
     format: str = "json"
     time_column: str | None = None
     name: str = "socket"
+    max_line_length: int = DEFAULT_MAX_LINE_LENGTH
+    max_buffer: int = DEFAULT_MAX_BUFFER
 
     guarantee: ClassVar[Guarantee] = AT_MOST_ONCE
     guarantee_why: ClassVar[str] = "lines sent while the job is down are lost"
@@ -276,6 +303,13 @@ class SocketSource(TextLines):
             raise JobDefinitionError("SocketSource needs a host")
         if not isinstance(self.port, int) or not 0 < self.port < 65536:
             raise JobDefinitionError(f"SocketSource: port must be 1-65535, got {self.port!r}")
+        if not isinstance(self.max_line_length, int) or self.max_line_length < 1:
+            raise JobDefinitionError(f"SocketSource: max_line_length must be a positive int, got {self.max_line_length!r}")
+        if not isinstance(self.max_buffer, int) or self.max_buffer < self.max_line_length + 1:
+            raise JobDefinitionError(
+                f"SocketSource: max_buffer must be an int above max_line_length ({self.max_line_length}), "
+                f"got {self.max_buffer!r}"
+            )
         self._check()
 
     def describe(self) -> str:

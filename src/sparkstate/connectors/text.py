@@ -17,6 +17,9 @@ The rules, the same for every text source:
   ``timestamp`` epoch milliseconds or ISO 8601 text (no offset means UTC), ``date`` ISO text;
   decimals and nested types take what Arrow accepts for them.
 * Blank lines carry no record and are skipped; a trailing ``\\r`` is removed.
+* Nothing in a line can stop the job: whatever fails while reading it (JSON nested too
+  deeply, a number of thousands of digits even in an ignored field, a lone surrogate such as
+  ``"\\ud800"``, a timestamp out of range, any other error) makes that line a dead letter.
 
 This module does not import pyspark: the packing step runs it in Spark's Python workers, and
 the unit tests run it without Spark.
@@ -27,9 +30,10 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
+import re
 import reprlib
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import pyarrow as pa
 
@@ -45,6 +49,38 @@ _short.maxother = 60
 
 _INT_BITS = {"tinyint": 8, "byte": 8, "smallint": 16, "short": 16, "int": 32, "integer": 32, "bigint": 64, "long": 64}
 _FLOATS = ("double", "float", "real")
+#: CSV epoch milliseconds: ASCII digits only (``str.isdigit`` also takes "²" and "٥")
+_EPOCH_MS_TEXT = re.compile(r"-?[0-9]+")
+#: the epoch milliseconds a Spark timestamp holds (0001-01-01 .. 9999-12-31, as ISO text does)
+_MIN_TIMESTAMP_MS = -62_135_596_800_000
+_MAX_TIMESTAMP_MS = 253_402_300_799_999
+#: the characters of a too long line its dead letter keeps
+_KEPT_OF_LONG_LINE = 1000
+#: JSON text nested deeper than this is refused before decoding (Python's decoder would
+#: hit its recursion limit, and the depth is of no use to any schema)
+MAX_JSON_DEPTH = 200
+
+
+def _json_depth(line: str) -> int:
+    """How deep JSON text nests arrays and objects (brackets inside strings not counted)."""
+    depth = top = 0
+    in_string = escaped = False
+    for ch in line:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            top = max(top, depth)
+        elif ch in "]}":
+            depth -= 1
+    return top
 
 
 class Rejected(Exception):
@@ -63,14 +99,23 @@ def _json_type(value: Any) -> str:
 def _json_text(value: Any, limit: int = 60) -> str:
     """A decoded JSON value as the sender wrote it (shortened)."""
     text = json.dumps(value, ensure_ascii=False)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: as the sender wrote it, escaped
+            text = json.dumps(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _timestamp(value: Any, text: bool) -> int:
     """Epoch microseconds (Spark's timestamps) from epoch ms or ISO 8601 text."""
-    if text and value.lstrip("-").isdigit():
+    if text and _EPOCH_MS_TEXT.fullmatch(value):
+        if len(value) > 20:
+            raise Rejected("epoch milliseconds out of range (years 1-9999)")
         value = int(value)
     if type(value) is int:
+        if not _MIN_TIMESTAMP_MS <= value <= _MAX_TIMESTAMP_MS:
+            raise Rejected("epoch milliseconds out of range (years 1-9999); micro- or nanoseconds instead of ms?")
         return value * 1000
     if isinstance(value, str):
         try:
@@ -88,6 +133,11 @@ def _converter(ddl_type: str, arrow: pa.DataType, text: bool) -> Callable[[Any],
         def string(v: Any) -> str:
             if type(v) is not str:
                 raise Rejected("expected a string")
+            if not v.isascii():
+                try:
+                    v.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise Rejected(f"not valid Unicode: a lone surrogate at character {exc.start + 1}") from None
             return v
         return string
     if kind in _INT_BITS:
@@ -95,6 +145,8 @@ def _converter(ddl_type: str, arrow: pa.DataType, text: bool) -> Callable[[Any],
 
         def integer(v: Any) -> int:
             if text:
+                if len(v) > 40:  # int() of thousands of digits is slow, then refused
+                    raise Rejected("expected an integer")
                 try:
                     v = int(v)
                 except ValueError:
@@ -177,8 +229,11 @@ class LineParser:
     """
 
     def __init__(
-        self, schema: str, format: str = "json", key_columns: Sequence[str] = (), time_column: str | None = None
+        self, schema: str, format: str = "json", key_columns: Sequence[str] = (), time_column: str | None = None,
+        max_line_length: int | None = None,
     ) -> None:
+        #: a longer line is a dead letter (its start kept as the raw text)
+        self.max_line_length = max_line_length
         if format not in FORMATS:
             raise JobDefinitionError(f"unknown text format {format!r}; use one of {', '.join(FORMATS)}")
         parsed = Schema.of(schema)
@@ -197,10 +252,19 @@ class LineParser:
         if time_column:
             self._required.setdefault(time_column, "event-time column")
 
-    def parse(self, lines: Iterable[str | None]) -> tuple[pa.RecordBatch, list[dict[str, str]]]:
+    @overload
+    def parse(self, lines: Iterable[str | None]) -> tuple[pa.RecordBatch, list[dict[str, str]]]: ...
+    @overload
+    def parse(
+        self, lines: Iterable[str | None], with_raw: Literal[True]
+    ) -> tuple[pa.RecordBatch, list[dict[str, str]], list[str]]: ...
+    def parse(self, lines: Iterable[str | None], with_raw: bool = False) -> Any:
         """The lines that are events, as one Arrow batch of the schema (in line order), and a
-        dead letter ``{"raw": line, "reason": ...}`` for each line that is not one."""
-        columns: list[list] = [[] for _ in self._convert]
+        dead letter ``{"raw": line, "reason": ...}`` for each line that is not one; with
+        ``with_raw`` also each event's line (for dead letters made later, such as an event
+        time too far ahead). Never raises on a line's content."""
+        rows: list[list] = []
+        raws: list[str] = []
         dead: list[dict[str, str]] = []
         for line in lines:
             if line is None:
@@ -208,15 +272,41 @@ class LineParser:
             line = line.rstrip("\r\n")
             if not line.strip():
                 continue  # a blank line is not a record
+            if self.max_line_length is not None and len(line) > self.max_line_length:
+                dead.append({
+                    "raw": line[:_KEPT_OF_LONG_LINE] + "...",
+                    "reason": f"line longer than {self.max_line_length} characters (the source's max_line_length)",
+                })
+                continue
             try:
                 values = self.parse_line(line)
             except Rejected as exc:
                 dead.append({"raw": line, "reason": str(exc)})
                 continue
-            for col, value in zip(columns, values):
-                col.append(value)
-        arrays = [pa.array(col, type=field.type) for col, field in zip(columns, self.schema)]
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema), dead
+            except Exception as exc:  # noqa: BLE001 - no line may stop the job (module docs)
+                dead.append({"raw": line, "reason": f"cannot read the line: {type(exc).__name__}: {_short.repr(str(exc))}"})
+                continue
+            rows.append(values)
+            raws.append(line)
+        try:
+            batch = self._batch(rows)
+        except Exception:  # noqa: BLE001 - a value Arrow refuses after all: find its line
+            kept = []
+            for values, line in zip(rows, raws):
+                try:
+                    self._batch([values])
+                except Exception as exc:  # noqa: BLE001
+                    dead.append({"raw": line, "reason": f"cannot store the line's values: {type(exc).__name__}: {exc}"})
+                else:
+                    kept.append((values, line))
+            rows, raws = [v for v, _ in kept], [line for _, line in kept]
+            batch = self._batch(rows)
+        return (batch, dead, raws) if with_raw else (batch, dead)
+
+    def _batch(self, rows: list[list]) -> pa.RecordBatch:
+        columns = list(zip(*rows)) if rows else [() for _ in self.schema]
+        arrays = [pa.array(list(col), type=field.type) for col, field in zip(columns, self.schema)]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
     def parse_line(self, line: str) -> list:
         """One line's values in schema order; raises :class:`Rejected` with the reason."""
@@ -239,11 +329,17 @@ class LineParser:
         return values
 
     def _fields_json(self, line: str) -> dict:
+        if line.count("[") + line.count("{") > MAX_JSON_DEPTH and _json_depth(line) > MAX_JSON_DEPTH:
+            raise Rejected(f"not valid JSON here: nested deeper than {MAX_JSON_DEPTH} levels")
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
             where = "the end of the line" if exc.pos >= len(line) else f"character {exc.pos + 1}"
             raise Rejected(f"not valid JSON: {exc.msg} at {where}") from None
+        except RecursionError:
+            raise Rejected("not valid JSON here: nested too deeply") from None
+        except ValueError as exc:  # e.g. an integer of more than 4300 digits, even in an ignored field
+            raise Rejected(f"not valid JSON here: {exc}") from None
         if not isinstance(value, dict):
             raise Rejected(f"expected a JSON object, got {_json_type(value)}")
         return value

@@ -15,7 +15,9 @@ compute the same groups without Spark. Timestamp columns become epoch millisecon
 the way, the convention of the API.
 
 Text sources (socket, files) are parsed in the same ``mapInArrow`` step. The lines that are
-not events travel as *dead-letter rows*: packed rows of key group 0 without event time whose
+not events, and the records no key's state may take (:meth:`Packer.pack`: a null key, an event
+time outside what the packed rows hold, or one that runs too far ahead of processing time),
+travel as *dead-letter rows*: packed rows of key group 0 without event time whose
 blob holds ``(raw, reason)`` rows (marked in its schema metadata) instead of events. They
 change no key's state and no watermark; :func:`unpack_events` hands them to the operator
 beside the events, and the operator emits them to the ``dead_letters`` side output.
@@ -24,7 +26,7 @@ beside the events, and the operator emits them to the ``dead_letters`` side outp
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -33,8 +35,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkstate.api.functions import Event
-from sparkstate.api.time import TimestampAssigner, epoch_millis
-from sparkstate.engine.operator import timestamp_reader
+from sparkstate.api.time import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, TimestampAssigner, epoch_millis
+from sparkstate.engine.operator import dead_letter_text, timestamp_reader
 
 PACKED_SCHEMA = "kg int, part int, seq int, ts timestamp, blob binary"
 PACKED_ARROW_SCHEMA = pa.schema(
@@ -55,6 +57,7 @@ DEAD_LETTER_ARROW_SCHEMA = pa.schema([("raw", pa.string()), ("reason", pa.string
 #: watermark to (about) the maximum, which fires every pending event-time timer, as Flink's
 #: final ``Long.MAX_VALUE`` watermark does. It carries no events (``blob`` is null).
 END_OF_INPUT_MS = 9223200000000  # 2262-04-10T00:00:00Z: the latest time pandas (ns) can hold
+assert MAX_EVENT_TIME_MS < END_OF_INPUT_MS, "no event may reach the end-of-input marker's time"
 
 _HASH_MIX = np.uint64(0x9E3779B97F4A7C15)
 
@@ -65,6 +68,11 @@ DeadLetter = dict[str, str]
 def _hash_column(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if pa.types.is_timestamp(col.type):
         col = _to_millis(col)
+    if col.null_count and (pa.types.is_integer(col.type) or pa.types.is_boolean(col.type)):
+        # numpy would turn the column into floats, whose hashes differ from the ints': every key
+        # of a batch holding a null would move to another group. Nulls never reach a key's state
+        # (the packer makes them dead letters); here they only must not move the other keys.
+        col = pc.fill_null(col, False if pa.types.is_boolean(col.type) else 0)
     values = col.to_numpy(zero_copy_only=False)
     if values.dtype.kind in "iub":
         values = values.astype(np.int64)
@@ -101,17 +109,91 @@ def _ipc(batch: pa.RecordBatch) -> bytes:
     return data
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def iso_time(ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 UTC text (the number itself when no datetime holds it)."""
+    try:
+        return (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    except OverflowError:
+        return f"{ms} ms since the epoch"
+
+
+def span_text(ms: int) -> str:
+    """A duration in ms as short text: ``90 s``, ``2 h 5 min``, ``3 days``."""
+    for unit, size in (("days", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms >= size:
+            whole, rest = divmod(ms, size)
+            return f"{whole} {unit}" if not rest or unit in ("days", "s") else f"{whole} {unit} {span_text(rest)}"
+    return f"{ms} ms"
+
+
+def null_key_reason(key_columns: Sequence[str]) -> str:
+    """Why an event whose key is null is a dead letter."""
+    return f"key column(s) {list(key_columns)} null: an event without its key reaches no key's state"
+
+
+def event_time_reason(t: int, now: int | None = None, max_ahead_ms: int | None = None) -> str | None:
+    """Why an event of time ``t`` (epoch ms) is a dead letter, or None when it is not: a time
+    outside ``[MIN_EVENT_TIME_MS, MAX_EVENT_TIME_MS]``, or more than ``max_ahead_ms`` ahead of
+    the processing time ``now`` (``JobSettings.max_event_time_ahead``)."""
+    if t < MIN_EVENT_TIME_MS or t > MAX_EVENT_TIME_MS:
+        edge = "before 1677-09-22" if t < MIN_EVENT_TIME_MS else "after 2262-04-09"
+        return (
+            f"event time {iso_time(t)} is {edge}, outside the event times sparkstate can hold "
+            "(Spark hands them to pandas in nanoseconds); is it in micro- or nanoseconds, not milliseconds?"
+        )
+    if max_ahead_ms is not None and now is not None and t > now + max_ahead_ms:
+        return (
+            f"event time {iso_time(t)} is {span_text(t - now)} ahead of processing time {iso_time(now)}, more than "
+            f"max_event_time_ahead ({span_text(max_ahead_ms)}): it would move the watermark past the events still "
+            "to come (a wrong clock or unit?); raise max_event_time_ahead if such times are real"
+        )
+    return None
+
+
+def admit(
+    events: Sequence[Event], key_columns: Sequence[str], read_time: Callable[[Event], Any] | None,
+    now: int | None = None, max_ahead_ms: int | None = None,
+) -> tuple[list[Event], list[DeadLetter]]:
+    """The events a key's state may take, and a dead letter for each other one (the rules of
+    :meth:`Packer.pack`, for event dicts: the harness's way in)."""
+    kept: list[Event] = []
+    dead: list[DeadLetter] = []
+    for ev in events:
+        reason = None
+        if isinstance(ev, dict) and any(c in ev and ev[c] is None for c in key_columns):
+            reason = null_key_reason(key_columns)
+        elif read_time is not None and isinstance(ev, dict):
+            t = read_time(ev)
+            t = epoch_millis(t) if isinstance(t, datetime) else t
+            if type(t) is int:
+                reason = event_time_reason(t, now, max_ahead_ms)
+        if reason is None:
+            kept.append(ev)
+        else:
+            dead.append({"raw": dead_letter_text(ev), "reason": reason})
+    return kept, dead
+
+
 class Packer:
-    """Packs Arrow batches of events into rows of ``PACKED_ARROW_SCHEMA``."""
+    """Packs Arrow batches of events into rows of ``PACKED_ARROW_SCHEMA``.
+
+    Events no key's state may take become dead letters on the way (see :meth:`pack`); with
+    ``max_ahead_ms`` (``JobSettings.max_event_time_ahead``) that includes events more than that
+    far ahead of the batch's processing time.
+    """
 
     def __init__(
         self, key_columns: Sequence[str], key_groups: int, time_column: str | None,
-        timestamp_assigner: TimestampAssigner | None = None,
+        timestamp_assigner: TimestampAssigner | None = None, max_ahead_ms: int | None = None,
     ) -> None:
         self.key_columns = list(key_columns)
         self.key_groups = key_groups
         self.time_column = time_column
         self.timestamp_assigner = timestamp_assigner
+        self.max_ahead_ms = max_ahead_ms
 
     def _event_times(self, body: pa.RecordBatch) -> np.ndarray | None:
         """Each event's time in ms (int64 min where it has none), or None without event time."""
@@ -121,8 +203,12 @@ class Packer:
             times = []
             for ev in body.to_pylist():
                 t = read(ev)
+                if isinstance(t, datetime):
+                    t = epoch_millis(t)
                 if type(t) is not int:
-                    t = epoch_millis(t) if isinstance(t, datetime) else none  # unreadable: a dead letter downstream
+                    t = none  # unreadable: a dead letter downstream
+                elif not -(2**63) < t < 2**63:
+                    t = 2**63 - 1 if t > 0 else -(2**63) + 1  # beyond int64: out of range all the same
                 times.append(t)
             return np.array(times, dtype=np.int64)
         if self.time_column is None:
@@ -135,12 +221,58 @@ class Packer:
         arrays = [_to_millis(c) if pa.types.is_timestamp(c.type) else c for c in batch.columns]
         return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
 
-    def pack(self, batch: pa.RecordBatch, part: int, seq: int) -> pa.RecordBatch | None:
-        """One input batch as packed rows (None for an empty batch)."""
-        if batch.num_rows == 0:
-            return None
-        kgs = (hash_keys([batch.column(c) for c in self.key_columns]) % np.uint64(self.key_groups)).astype(np.int32)
-        body = self._prepare(batch)
+    def _rejected(self, body: pa.RecordBatch, times: np.ndarray | None, now: int | None) -> dict[int, str]:
+        """Row index -> why that event is a dead letter (null key, event time out of range or
+        too far ahead of ``now``)."""
+        reasons: dict[int, str] = {}
+        for c in self.key_columns:
+            col = body.column(c)
+            if col.null_count:
+                for i in np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False)):
+                    reasons[int(i)] = null_key_reason(self.key_columns)
+        if times is not None:
+            known = times != np.iinfo(np.int64).min
+            suspect = known & ((times < MIN_EVENT_TIME_MS) | (times > MAX_EVENT_TIME_MS))
+            if self.max_ahead_ms is not None and now is not None:
+                suspect |= known & (times > now + self.max_ahead_ms)
+            for i in np.flatnonzero(suspect):
+                reason = event_time_reason(int(times[i]), now, self.max_ahead_ms)
+                if reason is not None:
+                    reasons.setdefault(int(i), reason)
+        return reasons
+
+    def pack(
+        self, batch: pa.RecordBatch, part: int, seq: int, now: int | None = None,
+        raws: Sequence[str] | None = None, dead: Sequence[DeadLetter] = (),
+    ) -> pa.RecordBatch | None:
+        """One input batch as packed rows (None when it leaves none).
+
+        Events with a null key, or an event time outside ``[MIN_EVENT_TIME_MS,
+        MAX_EVENT_TIME_MS]`` or more than ``max_ahead_ms`` ahead of ``now`` (the batch's
+        processing time, epoch ms), become dead letters: ``raws`` (when given) is each event's
+        text as read, else the event is written as JSON. They, and ``dead`` (records the
+        caller rejected before), follow the events as one dead-letter row.
+        """
+        body = self._prepare(batch) if batch.num_rows else batch
+        times = self._event_times(body) if batch.num_rows else None
+        dead = list(dead)
+        rejected = self._rejected(body, times, now) if batch.num_rows else {}
+        if rejected:
+            bad = np.zeros(body.num_rows, dtype=bool)
+            bad[list(rejected)] = True
+            for i, reason in sorted(rejected.items()):
+                raw = raws[i] if raws is not None else dead_letter_text(body.slice(i, 1).to_pylist()[0])
+                dead.append({"raw": raw, "reason": reason})
+            body = body.filter(pa.array(~bad))
+            times = times[~bad] if times is not None else None
+        packed = self._pack_events(body, times, part, seq) if body.num_rows else None
+        if dead:
+            row = dead_letter_row(dead, part, seq)
+            packed = row if packed is None else pa.concat_batches([packed, row])
+        return packed
+
+    def _pack_events(self, body: pa.RecordBatch, times: np.ndarray | None, part: int, seq: int) -> pa.RecordBatch:
+        kgs = (hash_keys([body.column(c) for c in self.key_columns]) % np.uint64(self.key_groups)).astype(np.int32)
         order = np.argsort(kgs, kind="stable")
         kgs = kgs[order]
         body = body.take(pa.array(order))
@@ -149,8 +281,8 @@ class Packer:
         blobs = [_ipc(body.slice(s, e - s)) for s, e in zip(starts, ends)]
         n = len(blobs)
         ts_type = pa.timestamp("us", tz="UTC")
-        times = self._event_times(body)
         if times is not None:
+            times = times[order]
             none = np.iinfo(np.int64).min
             latest = np.maximum.reduceat(times, starts)
             valid = latest != none
@@ -169,9 +301,12 @@ class Packer:
         )
 
     def pack_all(self, batches: Iterable[pa.RecordBatch], part: int) -> Iterator[pa.RecordBatch]:
+        """Batches of events; a column :data:`NOW_COLUMN`, when there, is the batch's
+        processing time (taken off before packing)."""
         seq = 0
         for batch in batches:
-            packed = self.pack(batch, part, seq)
+            batch, now = take_now(batch)
+            packed = self.pack(batch, part, seq, now)
             if packed is not None:
                 seq += 1
                 yield packed
@@ -180,21 +315,51 @@ class Packer:
         """Batches of text lines (first column) parsed by ``parser`` (a ``LineParser``) and
         packed; the lines that are not events follow their batch as a dead-letter row."""
         for seq, batch in enumerate(batches):
-            events, dead = parser.parse(batch.column(0).to_pylist())
-            packed = self.pack(events, part, seq)
+            batch, now = take_now(batch)
+            events, dead, raws = parser.parse(batch.column(0).to_pylist(), with_raw=True)
+            packed = self.pack(events, part, seq, now, raws, dead)
             if packed is not None:
                 yield packed
-            if dead:
-                yield dead_letter_row(dead, part, seq)
+
+
+#: The column a packing step's input may carry with the batch's processing time (Spark's
+#: ``current_timestamp()``, which a streaming query fixes per micro-batch and logs with its
+#: offsets, so a replayed batch sees the same time).
+NOW_COLUMN = "__sparkstate_now"
+
+
+def take_now(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, int | None]:
+    """``batch`` without :data:`NOW_COLUMN`, and that column's time in epoch ms (None: no column)."""
+    i = batch.schema.get_field_index(NOW_COLUMN)
+    if i < 0:
+        return batch, None
+    col = batch.column(i)
+    now = None
+    if batch.num_rows and col.null_count < batch.num_rows:
+        value = pc.max(_to_millis(col) if pa.types.is_timestamp(col.type) else col).as_py()
+        now = int(value) if value is not None else None
+    return batch.remove_column(i), now
 
 
 def dead_letter_row(dead: list[DeadLetter], part: int, seq: int) -> pa.RecordBatch:
     """Records a source rejected (``{"raw", "reason"}`` dicts) as one packed row: key group 0,
     no event time, the blob marked as dead letters (see the module docs)."""
-    blob = _ipc(pa.RecordBatch.from_pylist(dead, schema=DEAD_LETTER_ARROW_SCHEMA))
+    rows = [{"raw": _utf8(d.get("raw")), "reason": _utf8(d.get("reason"))} for d in dead]
+    blob = _ipc(pa.RecordBatch.from_pylist(rows, schema=DEAD_LETTER_ARROW_SCHEMA))
     return pa.RecordBatch.from_pylist(
         [{"kg": 0, "part": part, "seq": seq, "ts": None, "blob": blob}], schema=PACKED_ARROW_SCHEMA
     )
+
+
+def _utf8(text: Any) -> str:
+    """Text Arrow can store: a lone surrogate (``"\\ud800"`` decoded from JSON) cannot be
+    UTF-8, so it is written as its escape."""
+    value = "" if text is None else str(text)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
 
 
 def end_of_input_row(part: int = 0, seq: int = 2**31 - 1) -> pa.RecordBatch:

@@ -14,6 +14,7 @@ is checked event by event).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +56,11 @@ def native_blockers(job: Any) -> list[str]:
         out.append("its event time comes from a Python function (native: a timestamp column)")
     if not job.source_spec.always_has_event_time(job.timestamp_column):
         out.append("its source may have events without event time (they go to the dead-letter output)")
+    ahead = job.settings.max_event_time_ahead
+    latest = getattr(job.source_spec, "latest_event_time", None)
+    top = latest(job.timestamp_column) if latest is not None and ahead is not None else None
+    if top is not None and top > time.time() * 1000 + ahead:
+        out.append("its source holds an event further ahead of now than max_event_time_ahead (a dead letter)")
     if job.watermark is not None and not job.source_spec.never_behind_watermark(job.watermark):
         # Spark's aggregation does not drop rows behind the watermark: it aggregates them into
         # windows it has not emitted yet, or emits a second row. Flink drops them (late data).

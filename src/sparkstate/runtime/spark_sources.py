@@ -35,8 +35,15 @@ from sparkstate.api.io import SourceSpec, check_source_columns
 from sparkstate.api.schema import Schema
 from sparkstate.api.time import epoch_micros
 from sparkstate.connectors.generator import GENERATORS, Generator
-from sparkstate.connectors.sources import DataFrameSource, FileSource, ListSource, SocketSource
-from sparkstate.engine.events import END_OF_INPUT_MS, PACKED_SCHEMA, Packer, end_of_input_row
+from sparkstate.connectors.sources import (
+    DEFAULT_MAX_BUFFER,
+    DEFAULT_MAX_LINE_LENGTH,
+    DataFrameSource,
+    FileSource,
+    ListSource,
+    SocketSource,
+)
+from sparkstate.engine.events import END_OF_INPUT_MS, NOW_COLUMN, PACKED_SCHEMA, Packer, end_of_input_row
 from sparkstate.errors import JobDefinitionError, SourceError
 
 GENERATOR_FORMAT = "sparkstate_generator"
@@ -53,6 +60,25 @@ class RangePartition(InputPartition):
     start: int
     end: int
     index: int = 0
+    #: the batch's processing time (epoch ms) from its end offset, for max_event_time_ahead
+    now: int | None = None
+
+
+def _offset_now(end: Any) -> int | None:
+    """The processing time an offset of sparkstate's own sources records (None: an offset of
+    an older run, which did not record one)."""
+    value = end.get("now") if isinstance(end, dict) else None
+    return int(value) if value is not None else None
+
+
+def _stamped(start: dict | None, top: int) -> dict:
+    """The end offset ``top`` for ``latestOffset``, stamped with the wall clock when it holds
+    new offsets: Spark logs it before running the batch, so a replayed batch reads the same
+    processing time (``max_event_time_ahead`` decides the same). Without new offsets it is
+    ``start`` itself: an offset that differs would make Spark run an empty batch."""
+    if top == (_offset(start) if start else 0):
+        return start if start else {"offset": top}
+    return {"offset": top, "now": int(time.time() * 1000)}
 
 
 def _marker(options: Mapping[str, str]) -> bool:
@@ -66,9 +92,10 @@ def _packer(options: Mapping[str, str]) -> Packer | None:
     if not keys:
         return None
     assigner = options.get("pack_time_assigner")
+    ahead = options.get("pack_max_ahead")
     return Packer(
         json.loads(keys), int(options["pack_key_groups"]), options.get("pack_time_column") or None,
-        pickle.loads(base64.b64decode(assigner)) if assigner else None,
+        pickle.loads(base64.b64decode(assigner)) if assigner else None, int(ahead) if ahead else None,
     )
 
 
@@ -79,6 +106,7 @@ def pack_options(job: Any, marker: bool) -> dict[str, str]:
         "pack_key_groups": str(job.settings.key_groups),
         "pack_time_column": job.timestamp_column or "",
         "pack_end_marker": "true" if marker else "false",
+        "pack_max_ahead": "" if job.settings.max_event_time_ahead is None else str(job.settings.max_event_time_ahead),
     }
     assigner = job.watermark.timestamp_assigner if job.watermark else None
     if assigner is not None:
@@ -112,13 +140,14 @@ def _offset(value: Any) -> int:
 
 def make_packer(
     key_columns: Sequence[str], key_groups: int, time_column: str | None,
-    timestamp_assigner: Callable[[dict], Any] | None = None, parser: Any = None,
+    timestamp_assigner: Callable[[dict], Any] | None = None, parser: Any = None, max_ahead_ms: int | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function given to ``mapInArrow`` (the partition id comes from Spark's TaskContext).
 
-    With ``parser`` (a ``LineParser``) its input is text lines, parsed on the way.
+    With ``parser`` (a ``LineParser``) its input is text lines, parsed on the way. With
+    ``max_ahead_ms`` its input carries the batch's processing time (:func:`with_now`).
     """
-    packer = Packer(key_columns, key_groups, time_column, timestamp_assigner)
+    packer = Packer(key_columns, key_groups, time_column, timestamp_assigner, max_ahead_ms)
 
     def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -128,6 +157,17 @@ def make_packer(
         yield from packer.pack_all(batches, part) if parser is None else packer.pack_lines(parser, batches, part)
 
     return pack
+
+
+def with_now(df: Any, job: Any) -> Any:
+    """``df`` with the batch's processing time in :data:`NOW_COLUMN` when the job bounds how
+    far event time may run ahead of it. ``current_timestamp()`` in a streaming query is the
+    micro-batch's timestamp, which Spark logs with the batch's offsets: a replay sees the same."""
+    if job.settings.max_event_time_ahead is None:
+        return df
+    from pyspark.sql import functions as F
+
+    return df.withColumn(NOW_COLUMN, F.current_timestamp())
 
 
 # --------------------------------------------------------------------------- generator
@@ -184,13 +224,14 @@ class GeneratorStreamReader(DataSourceStreamReader):
             if self._t0 is None:
                 self._t0, self._base = now, s
             top = min(top, max(s, self._base + int(self.gen.rate * (now - self._t0))))
-        return {"offset": top}
+        return _stamped(start, top)
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         s, e = _offset(start), _offset(end)
         n = max(1, min(self.gen.partitions, e - s))
         bounds = [s + (e - s) * i // n for i in range(n + 1)]
-        return [RangePartition(a, b, i) for i, (a, b) in enumerate(zip(bounds, bounds[1:]))]
+        now = _offset_now(end)
+        return [RangePartition(a, b, i, now) for i, (a, b) in enumerate(zip(bounds, bounds[1:]))]
 
     # Spark passes back what partitions() returned; pyspark types it as the base class
     def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
@@ -201,7 +242,7 @@ class GeneratorStreamReader(DataSourceStreamReader):
             if self.packer is None:
                 yield batch
                 continue
-            packed = self.packer.pack(batch, partition.index, seq)
+            packed = self.packer.pack(batch, partition.index, seq, partition.now)
             if packed is not None:
                 seq += 1
                 yield packed
@@ -260,10 +301,10 @@ class ListStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         s = _offset(start) if start else 0
-        return {"offset": min(self.end, s + 1)}
+        return _stamped(start, min(self.end, s + 1))
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        return [RangePartition(_offset(start), _offset(end))]
+        return [RangePartition(_offset(start), _offset(end), now=_offset_now(end))]
 
     # Spark passes back what partitions() returned; pyspark types it as the base class
     def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
@@ -282,7 +323,7 @@ class ListStreamReader(DataSourceStreamReader):
             if self.packer is None:
                 yield batch
             else:
-                packed = self.packer.pack(batch, 0, i)
+                packed = self.packer.pack(batch, 0, i, partition.now)
                 if packed is not None:
                     yield packed
 
@@ -310,7 +351,11 @@ class SocketDataSource(DataSource):
         return "value string"
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return SocketStreamReader(self.options["host"], int(self.options["port"]))
+        return SocketStreamReader(
+            self.options["host"], int(self.options["port"]),
+            int(self.options.get("max_line_length") or DEFAULT_MAX_LINE_LENGTH),
+            int(self.options.get("max_buffer") or DEFAULT_MAX_BUFFER),
+        )
 
 
 @dataclass(frozen=True)
@@ -327,12 +372,24 @@ class SocketStreamReader(DataSourceStreamReader):
     source is at-most-once. (Spark's own ``socket`` source numbers every connection's lines
     from 0 and fails on a restarted checkpoint, "Offsets committed out of order".) When the
     server closes the connection, the reader connects again at the next micro-batch.
+
+    Memory is bounded: a line longer than ``max_line`` characters is kept only as its first
+    ``max_line + 1`` (the parser makes it a dead letter, see ``SocketSource.max_line_length``),
+    and while the lines not yet committed hold ``max_buffer`` characters the reader stops
+    reading, so the sender waits (TCP flow control) until a micro-batch commits.
     """
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(
+        self, host: str, port: int, max_line: int = DEFAULT_MAX_LINE_LENGTH, max_buffer: int = DEFAULT_MAX_BUFFER
+    ) -> None:
         self.host, self.port = host, port
+        self.max_line, self.max_buffer = max_line, max_buffer
         self._lock = threading.Lock()
+        #: signalled when a commit frees buffer space
+        self._space = threading.Condition(self._lock)
         self._lines: list[str] = []
+        #: characters ``_lines`` holds (a line counts one more, for its end)
+        self._size = 0
         #: the offset of ``_lines[0]`` (None until the first ``latestOffset``)
         self._base: int | None = None
         self._socket: socket.socket | None = None
@@ -341,10 +398,10 @@ class SocketStreamReader(DataSourceStreamReader):
     def __getstate__(self) -> dict:
         # Spark ships the reader to the tasks that call ``read``: the lines travel in the
         # partitions, the connection stays in the driver
-        return {"host": self.host, "port": self.port}
+        return {"host": self.host, "port": self.port, "max_line": self.max_line, "max_buffer": self.max_buffer}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["host"], state["port"])  # type: ignore[misc]
+        self.__init__(state["host"], state["port"], state["max_line"], state["max_buffer"])  # type: ignore[misc]
 
     def initialOffset(self) -> dict:
         return {"offset": 0}
@@ -375,12 +432,22 @@ class SocketStreamReader(DataSourceStreamReader):
 
     def _read_lines(self, sock: socket.socket) -> None:
         # bytes that are not UTF-8 become U+FFFD: such a line reaches the parser (a dead letter)
+        limit = self.max_line + 1
         with sock.makefile("r", encoding="utf-8", errors="replace", newline="\n") as stream:
             try:
-                for line in stream:
-                    with self._lock:
-                        self._lines.append(line.rstrip("\n"))
-            except OSError:
+                while line := stream.readline(limit):
+                    if len(line) == limit and not line.endswith("\n"):
+                        # too long: keep its start (a dead letter once parsed), skip the rest
+                        rest = line
+                        while rest and not rest.endswith("\n"):
+                            rest = stream.readline(limit)
+                    line = line.rstrip("\n")
+                    with self._space:
+                        while self._lines and self._size + len(line) + 1 > self.max_buffer:
+                            self._space.wait()  # until a batch commits (stop() closes the socket)
+                        self._lines.append(line)
+                        self._size += len(line) + 1
+            except (OSError, ValueError):
                 pass  # closed by stop()
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
@@ -399,10 +466,13 @@ class SocketStreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict) -> None:
         e = _offset(end)
-        with self._lock:
+        with self._space:
             if self._base is not None and e > self._base:
+                done = self._lines[: e - self._base]
+                self._size -= sum(len(line) + 1 for line in done)
                 del self._lines[: e - self._base]
                 self._base = e
+                self._space.notify_all()
 
     def stop(self) -> None:
         if self._socket is not None:
@@ -532,10 +602,13 @@ class _Lines(_Binding):
 
     def packed(self, spark: Any, job: Any, marker: bool, scratch_dir: str | None) -> Any:
         assigner = job.watermark.timestamp_assigner if job.watermark else None
-        lines = self.raw(spark, scratch_dir).select("value")
+        lines = with_now(self.raw(spark, scratch_dir).select("value"), job)
         # with a timestamp assigner, event time is the function's business, not a column's
         parser = self.spec.parser(job.key_columns, None if assigner else job.timestamp_column)
-        packer = make_packer(job.key_columns, job.settings.key_groups, job.timestamp_column, assigner, parser)
+        packer = make_packer(
+            job.key_columns, job.settings.key_groups, job.timestamp_column, assigner, parser,
+            job.settings.max_event_time_ahead,
+        )
         return lines.mapInArrow(packer, PACKED_SCHEMA)
 
 
@@ -546,7 +619,11 @@ class _Socket(_Lines):
 
     def _read(self, spark: Any, scratch_dir: str | None, options: dict[str, str]) -> Any:
         # sparkstate's reader, not Spark's "socket" source, which cannot resume a checkpoint
-        return spark.readStream.format(SOCKET_FORMAT).option("host", self.spec.host).option("port", self.spec.port).load()
+        spec = self.spec
+        return _with_options(spark.readStream.format(SOCKET_FORMAT), {
+            "host": spec.host, "port": str(spec.port),
+            "max_line_length": str(spec.max_line_length), "max_buffer": str(spec.max_buffer),
+        }).load()
 
 
 @spark_source.register(FileSource)
@@ -581,7 +658,11 @@ class _DataFrame(_Binding):
         names, types = zip(*df.dtypes) if df.dtypes else ((), ())
         check_source_columns(job.name, job.key_columns, job.timestamp_column, names, types)
         assigner = job.watermark.timestamp_assigner if job.watermark else None
-        return df.mapInArrow(make_packer(job.key_columns, job.settings.key_groups, job.timestamp_column, assigner), PACKED_SCHEMA)
+        packer = make_packer(
+            job.key_columns, job.settings.key_groups, job.timestamp_column, assigner,
+            max_ahead_ms=job.settings.max_event_time_ahead,
+        )
+        return with_now(df, job).mapInArrow(packer, PACKED_SCHEMA)
 
 
 def source_columns(spark: Any, source: SourceSpec) -> Schema:

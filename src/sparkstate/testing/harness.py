@@ -13,11 +13,11 @@ import pickle
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sparkstate.api.functions import MAX_WATERMARK, MIN_WATERMARK, Event, KeyedProcessFunction, TimeDomain
+from sparkstate.api.functions import DEAD_LETTERS, MAX_WATERMARK, MIN_WATERMARK, Event, KeyedProcessFunction, TimeDomain
 from sparkstate.api.schema import Schema
 from sparkstate.api.state import TIMERS_FIELD, Record
 from sparkstate.api.time import WatermarkStrategy
-from sparkstate.engine.events import EventColumns
+from sparkstate.engine.events import EventColumns, admit
 from sparkstate.engine.keygroups import dumps_state
 from sparkstate.engine.operator import Events, KeyedOperator, due_timer_limits, timestamp_reader, to_epoch_millis
 from sparkstate.engine.output import arrow_table, python_rows
@@ -39,6 +39,13 @@ class KeyedHarness:
     Each ``process_batch`` call is one micro-batch. The watermark of a batch is derived, as in
     Spark, from the largest timestamp of the batches before it (unless given); processing
     time stays where the test last set it.
+
+    Events no key's state may take go to the ``dead_letters`` side output before the function
+    sees them, as on Spark: a null key, an event time outside the range Spark holds (1677 to
+    2262), and, with ``max_event_time_ahead`` (ms; ``Job.harness`` passes the job's setting),
+    an event time further ahead of processing time than that. A harness whose processing time
+    was never set (neither here nor in a batch) applies no such bound: its clock stands at 0,
+    1970, and every realistic event would be ahead of it.
     """
 
     def __init__(
@@ -48,8 +55,9 @@ class KeyedHarness:
         *,
         watermark_strategy: WatermarkStrategy | None = None,
         output_schema: Any = None,
-        processing_time: int = 0,
+        processing_time: int | None = None,
         serialize_state: bool = True,
+        max_event_time_ahead: int | None = None,
     ) -> None:
         keys = [key_by] if isinstance(key_by, str) else list(key_by)
         if watermark_strategy is not None and not watermark_strategy.has_timestamps:
@@ -66,7 +74,10 @@ class KeyedHarness:
         self.schema = Schema.of(output_schema) if output_schema is not None else None
         self._arrow = self.schema.arrow if self.schema is not None else None
         self.records: dict[Any, Record] = {}
-        self.processing_time = processing_time
+        self.processing_time = processing_time or 0
+        #: whether the test set processing time (the max_event_time_ahead bound needs a clock)
+        self._clock_set = processing_time is not None
+        self.max_event_time_ahead = max_event_time_ahead
         self.watermark = MIN_WATERMARK
         self._max_ts: int | None = None
         self._serialize = serialize_state
@@ -91,9 +102,14 @@ class KeyedHarness:
         """
         if processing_time is not None:
             self.processing_time = max(self.processing_time, processing_time)
+            self._clock_set = True
         if watermark is not None:
             self.watermark = max(self.watermark, watermark)
         given = [{k: to_epoch_millis(v) for k, v in ev.items()} if isinstance(ev, dict) else ev for ev in events]
+        now = self.processing_time if self._clock_set else None
+        given, dead = admit(given, self.operator.key_columns, self._read_time, now, self.max_event_time_ahead)
+        if dead:
+            self.side_outputs.setdefault(DEAD_LETTERS.name, []).extend(dead)
         evs: Events = given
         if given and all(type(ev) is dict and ev.keys() == given[0].keys() for ev in given):
             evs = EventColumns.of(given)  # columnar, as events reach the operator on Spark

@@ -118,9 +118,9 @@ def test_dead_letters_travel_packed_beside_the_events_to_the_dead_letter_output(
     lines = pa.RecordBatch.from_pylist([{"value": v} for v in ['{"k": "a", "v": 1}', "oops", '{"k": "a", "v": 2}']])
     packed = list(Packer(["k"], 4, None).pack_lines(parser, [lines, lines], part=0))
     # per input batch: a row for the events' key group, then one for the dead letters
-    rows = [batch.to_pylist()[0] for batch in packed]
+    rows = [row for batch in packed for row in batch.to_pylist()]
     dead_rows = rows[1::2]
-    assert len(packed) == 4 and [(r["kg"], r["seq"], r["ts"]) for r in dead_rows] == [(0, 0, None), (0, 1, None)]
+    assert len(rows) == 4 and [(r["kg"], r["seq"], r["ts"]) for r in dead_rows] == [(0, 0, None), (0, 1, None)]
     events = unpack_events([(r["part"], r["seq"], r["blob"]) for r in rows])
     assert [e["v"] for e in events] == [1.0, 2.0, 1.0, 2.0]
     reason = "not valid JSON: Expecting value at character 1"

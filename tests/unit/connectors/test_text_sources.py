@@ -111,3 +111,39 @@ def test_socket_reader_numbers_lines_on_from_the_checkpoint_and_reconnects():
 
     with pytest.raises(SourceError, match=r"cannot connect to socket 127.0.0.1:\d+: .*refused.*nc -lk"):
         SocketStreamReader("127.0.0.1", closed_port()).latestOffset({"offset": 0}, None)
+
+
+def test_socket_reader_bounds_a_line_and_its_buffer():
+    def settle(reader, start):
+        """The latest offset once the reader stops taking lines (buffer full or all read)."""
+        last, stable = -1, 0
+        while stable < 10:
+            end = reader.latestOffset({"offset": start}, None)["offset"]
+            stable = stable + 1 if end == last else 0
+            last = end
+            time.sleep(0.05)
+        return last
+
+    def read(reader, s, e):
+        parts = reader.partitions({"offset": s}, {"offset": e})
+        return [v for p in parts for b in reader.read(p) for v in b.column(0).to_pylist()]
+
+    with LineServer() as server:
+        reader = SocketStreamReader("127.0.0.1", server.port, max_line=20, max_buffer=100)
+        reader.latestOffset({"offset": 0}, None)
+        server.send("x" * 50_000, "short")
+        server.send(*[f"line {i:04}" for i in range(30)])  # 10 characters each, with the line end
+        end = settle(reader, 0)
+        lines = read(reader, 0, end)
+        assert lines[0] == "x" * 21 and lines[1] == "short"  # the long line: only its start is kept
+        assert sum(len(line) + 1 for line in lines) <= 100 and end < 32  # the buffer is full: reading waits
+        reader.commit({"offset": end})
+        more = settle(reader, end)
+        assert read(reader, end, more)[0] == f"line {end - 2:04}"  # nothing lost, in order
+        reader.stop()
+
+    parser = SocketSource("localhost", 9000, "k string", max_line_length=20).parser(("k",), None)
+    _, dead = parser.parse(["x" * 21])
+    assert dead == [{"raw": "x" * 21 + "...", "reason": "line longer than 20 characters (the source's max_line_length)"}]
+    with pytest.raises(JobDefinitionError, match="max_buffer must be an int above max_line_length"):
+        SocketSource("localhost", 9000, "k string", max_line_length=20, max_buffer=20)

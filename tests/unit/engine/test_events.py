@@ -78,3 +78,101 @@ def test_sparks_python_processes_put_the_installed_pyspark_before_sparks_zip(tmp
     # a separate Spark distribution's zip (no installed pyspark around it) stays first
     other = ["/cwd", "/opt/spark/python/lib/pyspark.zip", str(tmp_path / "elsewhere")]
     assert prefer_installed_pyspark(other) == other
+
+
+def _independent_group(value: int, key_groups: int) -> int:
+    """The key group of an int key by the documented rule, computed apart from the packer:
+    pandas' hash_array of the int64 value, mod key_groups."""
+    import numpy as np
+    import pandas as pd
+
+    return int(pd.util.hash_array(np.array([value], dtype=np.int64), categorize=False)[0] % np.uint64(key_groups))
+
+
+def test_a_null_key_never_moves_other_keys_to_another_key_group():
+    expected = {k: _independent_group(k, 128) for k in range(20)}
+    for batch_keys in ([5], [5, None], [None, 5, 7], list(range(20)) + [None] * 3):
+        schema = pa.schema([("k", pa.int64()), ("v", pa.int64())])
+        batch = pa.RecordBatch.from_pylist([{"k": k, "v": 1} for k in batch_keys], schema=schema)
+        packed = Packer(["k"], 128, None).pack(batch, 0, 0)
+        seen = {}
+        events = unpack_events([])
+        for kg, part, seq, _, blob in _rows(packed):
+            events = unpack_events([(part, seq, blob)])
+            for e in events:
+                seen[e["k"]] = kg
+            if len(events.dead_letters):
+                assert kg == 0 and [d["reason"] for d in events.dead_letters] == [
+                    "key column(s) ['k'] null: an event without its key reaches no key's state"
+                ] * batch_keys.count(None)
+        assert seen == {k: expected[k] for k in batch_keys if k is not None}, batch_keys
+        assert key_group_of(5, 128) == expected[5]
+
+
+def test_event_times_spark_cannot_hold_are_dead_letters_not_a_failed_batch():
+    from sparkstate.api.time import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
+
+    times = [MIN_EVENT_TIME_MS - 1, MIN_EVENT_TIME_MS, 1000, MAX_EVENT_TIME_MS, MAX_EVENT_TIME_MS + 1, 32503680000000]
+    schema = pa.schema([("k", pa.string()), ("ts", pa.timestamp("us", tz="UTC"))])
+    batch = pa.RecordBatch.from_pylist([{"k": f"k{i}", "ts": t * 1000} for i, t in enumerate(times)], schema=schema)
+    packed = Packer(["k"], 8, "ts").pack(batch, 0, 0)
+    packed.column("ts").cast(pa.timestamp("ns", tz="UTC"))  # what Spark does: raised ArrowInvalid out of bounds
+    rows = _rows(packed)
+    events = unpack_events([(p, s, b) for _, p, s, _, b in rows])
+    assert sorted(e["ts"] for e in events) == [MIN_EVENT_TIME_MS, 1000, MAX_EVENT_TIME_MS]
+    assert [d["raw"] for d in events.dead_letters] == [
+        '{"k": "k0", "ts": -9223286400001}', '{"k": "k4", "ts": 9223200000000}', '{"k": "k5", "ts": 32503680000000}'
+    ]
+    assert [d["reason"].split(",")[0] for d in events.dead_letters] == [
+        "event time 1677-09-21T23:59:59.999Z is before 1677-09-22",
+        "event time 2262-04-10T00:00:00.000Z is after 2262-04-09",
+        "event time 3000-01-01T00:00:00.000Z is after 2262-04-09",
+    ]
+
+
+def test_event_time_further_ahead_of_the_batch_processing_time_than_the_bound_is_a_dead_letter():
+    now, hour = 1_767_225_600_000, 3_600_000
+    schema = pa.schema([("k", pa.string()), ("ts", pa.int64())])
+    rows = [{"k": "a", "ts": now + hour}, {"k": "a", "ts": now + hour + 1}, {"k": "b", "ts": 0}]
+    batch = pa.RecordBatch.from_pylist(rows, schema=schema)
+    packer = Packer(["k"], 8, "ts", max_ahead_ms=hour)
+    events = unpack_events([(p, s, b) for _, p, s, _, b in _rows(packer.pack(batch, 0, 0, now=now))])
+    assert sorted(e["ts"] for e in events) == [0, now + hour]
+    assert events.dead_letters == [{
+        "raw": '{"k": "a", "ts": 1767229200001}',
+        "reason": "event time 2026-01-01T01:00:00.001Z is 1 h 1 ms ahead of processing time 2026-01-01T00:00:00.000Z, "
+        "more than max_event_time_ahead (1 h): it would move the watermark past the events still to come "
+        "(a wrong clock or unit?); raise max_event_time_ahead if such times are real",
+    }]
+    # without the batch's processing time (an offset of an older run), or without a bound: no check
+    assert len(unpack_events([(p, s, b) for _, p, s, _, b in _rows(packer.pack(batch, 0, 0))])) == 3
+    assert len(unpack_events([(p, s, b) for _, p, s, _, b in _rows(Packer(["k"], 8, "ts").pack(batch, 0, 0, now=now))])) == 3
+
+
+def test_a_window_job_whose_list_source_holds_a_runaway_event_takes_the_python_path():
+    from datetime import timedelta
+
+    from sparkstate import Job, ListSource, MemorySink, TumblingEventTimeWindows, WatermarkStrategy, agg
+    from sparkstate.runtime.planner import plan
+
+    def job(ts):
+        wm = WatermarkStrategy.for_bounded_out_of_orderness(timedelta(0)).with_timestamp_column("ts")
+        return (
+            Job("w").source(ListSource([[{"k": "a", "ts": ts}]], "k string, ts timestamp"), watermark=wm).key_by("k")
+            .window(TumblingEventTimeWindows.of(timedelta(seconds=1))).aggregate(agg.count()).sink(MemorySink())
+        )
+
+    assert plan(job(1000)).path == "native"
+    runaway = plan(job(7_258_118_400_000))  # 2200: the native path has no dead-letter output
+    assert runaway.path == "python" and "further ahead of now than max_event_time_ahead" in " ".join(runaway.reasons)
+    assert plan(job(7_258_118_400_000).max_event_time_ahead(None)).path == "native"
+
+
+def test_a_timestamp_assigner_returning_a_time_beyond_int64_gives_a_dead_letter():
+    batch = pa.RecordBatch.from_pylist([{"k": "a", "s": str(10**30)}, {"k": "b", "s": "5"}])
+    packer = Packer(["k"], 8, None, timestamp_assigner=lambda e: int(e["s"]) * 1000)
+    events = unpack_events([(p, s, b) for _, p, s, _, b in _rows(packer.pack(batch, 0, 0))])
+    assert [e["k"] for e in events] == ["b"]
+    assert [d["reason"].split(",")[0] for d in events.dead_letters] == [
+        "event time 9223372036854775807 ms since the epoch is after 2262-04-09"
+    ]

@@ -7,6 +7,8 @@ import datetime as dt
 import pytest
 
 from sparkstate import (
+    MIN_WATERMARK,
+    Job,
     KeyColumnError,
     KeyedHarness,
     KeyedProcessFunction,
@@ -105,8 +107,12 @@ def test_missing_and_null_key_columns():
     h = KeyedHarness(Keep(), "k")
     with pytest.raises(KeyColumnError, match=r"has no key column \['k'\]"):
         h.process_element({"key": "a", "v": 1})
-    with pytest.raises(KeyColumnError, match=r"no value for key column\(s\) \['k'\]"):
-        h.process_element({"k": None, "v": 1})
+    # a null key is one bad record, not a broken job: a dead letter, as on Spark
+    assert h.process_batch([{"k": None, "v": 1}, {"k": "a", "v": 2}]) == h.output
+    assert h.keys() == ["a"]
+    assert h.side_output("dead_letters") == [
+        {"raw": '{"k": null, "v": 1}', "reason": "key column(s) ['k'] null: an event without its key reaches no key's state"}
+    ]
 
 
 def test_open_and_close_errors_are_wrapped():
@@ -203,3 +209,59 @@ def test_watermark_strategy_without_timestamp_column_is_refused():
 
     with pytest.raises(JobDefinitionError, match="needs a timestamp column"):
         KeyedHarness(Keep(), "k", watermark_strategy=WatermarkStrategy.for_monotonous_timestamps())
+
+
+class Seen(KeyedProcessFunction):
+    def process_element(self, e, ctx):
+        yield e["k"], ctx.timestamp(), ctx.timer_service().current_watermark()
+
+
+def test_an_event_far_ahead_of_processing_time_is_a_dead_letter_and_leaves_the_watermark_alone():
+    from datetime import timedelta
+
+    from sparkstate import ListSource, WatermarkStrategy
+
+    now = 1_767_225_600_000  # 2026-01-01
+    job = (
+        Job("ahead")
+        .source(ListSource([], "k string, ts bigint"),
+                watermark=WatermarkStrategy.for_bounded_out_of_orderness(timedelta(0)).with_timestamp_column("ts"))
+        .key_by("k").process(Seen(), output_schema="k string, ts bigint, wm bigint")
+    )
+    assert job.settings.max_event_time_ahead == 3_600_000  # the default: one hour
+    h = job.harness(processing_time=now)
+    h.process_batch([{"k": "a", "ts": now}, {"k": "b", "ts": 7_258_118_400_000}])  # year 2200
+    h.process_batch([{"k": "a", "ts": now + 1}])
+    assert [(r["k"], r["wm"]) for r in h.output] == [("a", MIN_WATERMARK), ("a", now - 1)]  # not late
+    [dead] = h.side_output("dead_letters")
+    assert dead["raw"] == '{"k": "b", "ts": 7258118400000}'
+    assert dead["reason"].startswith("event time 2200-01-01T00:00:00.000Z is 63552 days ahead of processing time")
+
+    # the same events with the bound off: the year-2200 event takes the watermark along
+    h = job.max_event_time_ahead(None).harness(processing_time=now)
+    h.process_batch([{"k": "a", "ts": now}, {"k": "b", "ts": 7_258_118_400_000}])
+    h.process_batch([{"k": "a", "ts": now + 1}])
+    assert h.output[-1]["wm"] == 7_258_118_400_000 - 1 and not h.side_output("dead_letters")
+    # a harness whose clock was never set (it stands at 1970) applies no bound
+    h = job.harness()
+    h.process_batch([{"k": "a", "ts": now}])
+    assert len(h.output) == 1 and not h.side_output("dead_letters")
+    # but no event time outside what Spark can hold, as on Spark
+    h.process_batch([{"k": "a", "ts": 32_503_680_000_000_000}])
+    assert len(h.output) == 1 and "after 2262-04-09" in h.side_output("dead_letters")[0]["reason"]
+
+
+def test_max_event_time_ahead_takes_durations_and_refuses_nonsense():
+    from datetime import timedelta
+
+    from sparkstate import JobDefinitionError
+    from sparkstate.api.job import JobSettings
+
+    assert JobSettings(max_event_time_ahead="2 hours").max_event_time_ahead == 7_200_000
+    assert JobSettings(max_event_time_ahead=timedelta(minutes=5)).max_event_time_ahead == 300_000
+    assert JobSettings(max_event_time_ahead=None).max_event_time_ahead is None
+    assert Job("j").with_settings(max_event_time_ahead=10).settings.max_event_time_ahead == 10
+    with pytest.raises(JobDefinitionError, match="max_event_time_ahead must not be negative"):
+        JobSettings(max_event_time_ahead=-1)
+    with pytest.raises(JobDefinitionError, match="max_event_time_ahead must be a duration such as"):
+        JobSettings(max_event_time_ahead="soon")
