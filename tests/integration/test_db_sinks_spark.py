@@ -111,7 +111,7 @@ def test_session_windows_into_sqlite_with_side_tables_restarted_midway(spark, tm
     conn.row_factory = sqlite3.Row
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
     # side outputs without a sink of their own went to tables beside the main one
-    assert tables == {"sessions", "sessions_dead_letters", "sessions_late_data", "sparkstate_batches"}
+    assert tables == {"sessions", "sessions_dead_letters", "sessions_late_data", "sparkstate_batches", "sparkstate_tables"}
     rows = [dict(r) for r in conn.execute("SELECT * FROM sessions")]
 
     def epoch_ms(text: str) -> int:
