@@ -15,7 +15,7 @@ from typing import Any
 
 from sparkstate.api.functions import MAX_WATERMARK, MIN_WATERMARK, Event, KeyedProcessFunction, TimeDomain
 from sparkstate.api.schema import Schema
-from sparkstate.api.state import TIMERS_FIELD, Record
+from sparkstate.api.state import INTERNAL_FIELDS, TIMERS_FIELD, Record
 from sparkstate.api.time import WatermarkStrategy
 from sparkstate.engine.events import EventColumns
 from sparkstate.engine.keygroups import dumps_state
@@ -160,7 +160,7 @@ class KeyedHarness:
 
     def state(self, key: Any) -> dict[str, Any]:
         """The key's state values by name (timers left out)."""
-        return {k: v for k, v in self.records.get(key, {}).items() if k != TIMERS_FIELD}
+        return {k: v for k, v in self.records.get(key, {}).items() if k not in INTERNAL_FIELDS}
 
     def timers(self, key: Any) -> list[tuple[TimeDomain, int]]:
         """The key's pending timers, sorted by time."""
