@@ -127,7 +127,11 @@ class KeyedHarness:
         if stamps:
             top = max(stamps)
             self._max_ts = top if self._max_ts is None else max(self._max_ts, top)
-            self.watermark = max(self.watermark, strategy.watermark_for(self._max_ts))
+            watermark = strategy.watermark_for(self._max_ts)
+            if watermark > 0:
+                # as on Spark, whose watermark starts at the epoch: there is none until it
+                # passes it (see ``KeyGroupRunner.watermark``)
+                self.watermark = max(self.watermark, watermark)
 
     def process_element(self, event: Event, **clocks: int) -> list[Any]:
         """One event as a batch of its own."""
