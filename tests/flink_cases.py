@@ -31,7 +31,7 @@ class WindowCase:
     batches: list[list[tuple[str, int, float]]]
     out_of_orderness: int = 0
 
-    def job(self, sink: Any = None, end_of_input: bool = True) -> Job:
+    def job(self, sink: Any = None, late: Any = None) -> Job:
         spec = self.spec
         if spec.kind == "tumbling":
             assigner: Any = TumblingEventTimeWindows.of(spec.size)
@@ -41,10 +41,12 @@ class WindowCase:
             assigner = EventTimeSessionWindows.with_gap(spec.gap)
         events = [[{"ts": ts, "k": k, "v": v} for k, ts, v in b] for b in self.batches]
         wm = WatermarkStrategy.for_bounded_out_of_orderness(self.out_of_orderness).with_timestamp_column("ts")
-        job = Job(f"flink-{self.name}").source(ListSource(events, SCHEMA, "ts", end_of_input), watermark=wm)
+        job = Job(f"flink-{self.name}").source(ListSource(events, SCHEMA, "ts"), watermark=wm)
         job = job.key_by("k").window(assigner)
         if spec.lateness:
             job = job.allowed_lateness(spec.lateness)
+        if late is not None:
+            job = job.side_output_late_data(late)
         return job.aggregate(agg.count("n"), agg.sum("v", "total")).sink(sink if sink is not None else MemorySink())
 
     def expected(self) -> tuple[list[list[tuple]], list[tuple], bool]:
@@ -86,6 +88,7 @@ SHAPES = [
     ("sliding", 3000, 1000, 0),
     ("sliding", 2500, 1000, 0),
     ("sliding", 500, 800, 0),
+    ("session", 0, 0, 150),
     ("session", 0, 0, 300),
     ("session", 0, 0, 1000),
 ]

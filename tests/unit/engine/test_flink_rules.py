@@ -114,7 +114,7 @@ def test_the_harness_watermark_starts_at_the_epoch_as_spark_s_does():
 # --------------------------------------------------------------------------- randomised
 
 
-@pytest.mark.parametrize("seed", range(176))
+@pytest.mark.parametrize("seed", range(192))
 def test_windows_match_the_flink_model(seed):
     check_against_model(random_window_case(seed))
 
