@@ -171,7 +171,9 @@ def random_timer_batches(seed: int) -> list[list[tuple[str, int]]]:
     return batches
 
 
-def timers_on_harness(program: TimerProgram, batches: list[list[tuple[str, int]]], out_of_orderness: int = 0) -> list[list[tuple]]:
+def timers_on_harness(
+    program: TimerProgram, batches: list[list[tuple[str, int]]], out_of_orderness: int = 0,
+) -> list[list[tuple]]:
     from sparkstate import KeyedHarness
 
     wm = WatermarkStrategy.for_bounded_out_of_orderness(out_of_orderness).with_timestamp_column("ts")

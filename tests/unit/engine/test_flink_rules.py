@@ -21,7 +21,6 @@ from flink_cases import (
 from flink_model import TimerProgram, WindowSpec, batch_watermarks, run_timers
 
 
-
 def check_against_model(case: WindowCase) -> None:
     want, want_late, want_left = case.expected()
     got, got_late, got_left = case.on_harness()
@@ -47,7 +46,8 @@ def test_sliding_windows_keep_every_membership_when_slide_lt_size_lt_twice_slide
 def test_session_lateness_above_the_gap_keeps_the_timer_another_session_uses():
     # a@0's cleanup time (999 + 10 s) is a@10000's firing time: the merge of a@500 into
     # [0, 1000) must not delete it
-    case = WindowCase("shared", WindowSpec("session", gap=1000, lateness=10_000), [[("a", 0, 1.0), ("a", 10_000, 1.0), ("a", 500, 1.0)]])
+    batch = [("a", 0, 1.0), ("a", 10_000, 1.0), ("a", 500, 1.0)]
+    case = WindowCase("shared", WindowSpec("session", gap=1000, lateness=10_000), [batch])
     got, _, left = case.on_harness()
     assert sorted(r for batch in got for r in batch) == [("a", 0, 1500, 2, 2.0), ("a", 10_000, 11_000, 1, 1.0)]
     assert not left
@@ -98,7 +98,8 @@ def test_the_harness_watermark_starts_at_the_epoch_as_spark_s_does():
     # or before the epoch leave the watermark unset on both engines (a documented difference)
     assert batch_watermarks([[-5000], [0], [1], [2]], 0) == [-(2**63)] * 4
     assert batch_watermarks([[-5000], [0], [1], [2]], 0, from_epoch=False) == [-(2**63), -5001, -1, 0]
-    case = WindowCase("epoch", WindowSpec("tumbling", 1000), [[("a", -1500, 1.0)], [("a", 1, 1.0)], [("a", 2, 1.0)], [("a", 1500, 1.0)]])
+    batches = [[("a", -1500, 1.0)], [("a", 1, 1.0)], [("a", 2, 1.0)], [("a", 1500, 1.0)]]
+    case = WindowCase("epoch", WindowSpec("tumbling", 1000), batches)
     h = case.job().harness()
     assert rows(h.process_batch([{"ts": -1500, "k": "a", "v": 1.0}])) == []
     assert h.watermark == -(2**63)
