@@ -135,6 +135,7 @@ PROGRAMS = [
     TimerProgram(on_element=(-50, 5), delete=(), chain=chain),  # -50: often behind the watermark
     TimerProgram(on_element=(-20, 30), delete=(-20,), chain=chain),  # registered, then deleted
     TimerProgram(on_element=(0, -400, 100), delete=(100,), chain=chain),
+    TimerProgram(on_element=(-50, 20), delete=(-60,), chain=chain),  # deletes what an element 10 ms earlier set
 ]
 
 

@@ -137,7 +137,7 @@ def test_windows_near_the_epoch_match_the_flink_model(seed):
     check_against_model(random_window_case(1000 + seed, near_epoch=True))
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(50))
 def test_timers_registering_timers_match_the_flink_model(seed):
     program = PROGRAMS[seed % len(PROGRAMS)]
     batches = random_timer_batches(seed)
