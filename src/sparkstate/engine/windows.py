@@ -20,13 +20,15 @@ The semantics are Flink's (``WindowOperator`` with ``EventTimeTrigger`` /
 
 * a window ``[start, end)`` fires when the watermark reaches ``end - 1``, by an event-time
   timer at that time;
-* a window is *late* once ``end - 1 + allowed_lateness <= watermark``; an element whose
-  windows are all late goes to the late-data side output;
+* a window is *late* once ``end - 1 + allowed_lateness <= watermark``; an element no window
+  took (all late, or none: between sliding windows with gaps) goes to the late-data side
+  output when ``timestamp + allowed_lateness <= watermark``;
 * an element for a window that has fired but is not late yet fires the window again at once,
   with the element added (Flink's late firing);
 * a window's state is dropped at ``end - 1 + allowed_lateness`` (its cleanup timer);
 * session windows ``[ts, ts + gap)`` merge with every window they overlap or touch, merging
-  their contents and moving their timers.
+  their contents and moving their timers (a key's timers are one set of times, so a time
+  another session of the key still needs stays).
 """
 
 from __future__ import annotations
