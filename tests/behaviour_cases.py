@@ -120,7 +120,8 @@ class AggregateMean(KeyedProcessFunction):
 
 class EventTimers(KeyedProcessFunction):
     """A timer 10 ms after each element; v == 1 deletes the key's previous timer first,
-    v == 2 also registers a timer already behind the watermark, v == 3 deletes a timer that
+    v == 2 also registers a timer already behind the watermark (it fires when the watermark
+    next advances), v == 3 deletes a timer that
     does not exist. on_timer reports the timer and the current watermark relation."""
 
     def open(self, ctx):
@@ -289,8 +290,8 @@ CASES = [
         [
             [ev("a", 0, 1000), ev("b", 0, 1001)],
             [ev("a", 1, 1005), ev("b", 3, 1003)],  # a: timer 1010 replaced by 1015; b keeps 1011 and adds 1013
-            [ev("c", 2, 2000)],  # the watermark passes 1015; c registers -5 (already due: fires in this batch)
-            [ev("c", 0, 2001)],
+            [ev("c", 2, 2000)],  # the watermark passes 1015; c registers -5, behind the watermark
+            [ev("c", 0, 2001)],  # the watermark advances: -5 fires (Flink fires it at its next watermark)
         ],
         watermark_ms=0,
         expected=[

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from sparkstate.api.state import (
+    HELD_FIELD,
     TIMERS_FIELD,
     AggregatingState,
     AggregatingStateDescriptor,
@@ -77,7 +78,12 @@ class TimerService:
         return self._scope.watermark
 
     def register_event_time_timer(self, timestamp: int) -> None:
-        """Call ``on_timer`` for this key once the watermark reaches ``timestamp``."""
+        """Call ``on_timer`` for this key once the watermark reaches ``timestamp``.
+
+        For a time the watermark has already reached, as in Flink: registered in an
+        event-time ``on_timer``, it fires in the same round, in timestamp order among the due
+        timers; registered anywhere else, it fires when the watermark next advances.
+        """
         self._register(TimeDomain.EVENT_TIME, timestamp)
 
     def register_processing_time_timer(self, timestamp: int) -> None:
@@ -129,8 +135,13 @@ class TimerService:
         if entry in timers:
             return
         timers.add(entry)
-        limit = scope.watermark if domain == TimeDomain.EVENT_TIME else scope.processing_time
-        if timestamp <= limit:
+        if domain == TimeDomain.EVENT_TIME:
+            if timestamp <= scope.watermark:
+                if scope.in_event_timer:
+                    scope.due.append((scope.key, rec))  # fires in this round, in timestamp order
+                else:
+                    rec[HELD_FIELD] = scope.watermark  # fires when the watermark next advances
+        elif timestamp <= scope.processing_time:
             scope.due.append((scope.key, rec))
 
     def _delete(self, domain: TimeDomain, timestamp: int) -> None:
@@ -140,6 +151,7 @@ class TimerService:
             timers.discard((int(domain), timestamp))
             if not timers:
                 del rec[TIMERS_FIELD]
+                rec.pop(HELD_FIELD, None)
 
 
 @dataclass(frozen=True)

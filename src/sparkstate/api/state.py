@@ -33,6 +33,13 @@ OUT = TypeVar("OUT")
 #: with ``__`` so they can never collide with it.
 TIMERS_FIELD = "__timers__"
 
+#: Key of the watermark at which a record's event-time timers at or behind it were registered
+#: (outside an event-time ``on_timer``): they wait until the watermark advances past it, as
+#: Flink fires such a timer only at its next watermark. Present only while such timers exist.
+HELD_FIELD = "__held__"
+#: Record fields that are not user state.
+INTERNAL_FIELDS = frozenset({TIMERS_FIELD, HELD_FIELD})
+
 #: A key's record: ``{state name: value, TIMERS_FIELD: {(domain, timestamp), ...}}``.
 Record: TypeAlias = dict[str, Any]
 #: A record's timers: ``(int(TimeDomain), timestamp)`` pairs.
@@ -272,6 +279,7 @@ class KeyScope:
 
     __slots__ = (
         "key", "rec", "timestamp", "watermark", "processing_time", "due", "timers_enabled", "event_time", "side",
+        "in_event_timer",
     )
 
     def __init__(self) -> None:
@@ -288,6 +296,10 @@ class KeyScope:
         self.event_time = True
         #: side-output rows of the batch so far: ``(tag name, row)``
         self.side: list[tuple[str, Any]] = []
+        #: an event-time ``on_timer`` is running: an event-time timer it registers for a time
+        #: the watermark has passed fires in the same round, in timestamp order (Flink's
+        #: timer queue); registered anywhere else, such a timer waits for the next watermark
+        self.in_event_timer = False
 
 
 class _Handle:

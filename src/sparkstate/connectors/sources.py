@@ -171,13 +171,16 @@ class ListSource(SourceBase):
 
     def never_behind_watermark(self, strategy: Any) -> bool:
         """No event arrives at or behind the watermark of its micro-batch (each batch's watermark
-        follows from the largest event time of the batches before it)."""
+        follows from the largest event time of the batches before it), and none before the
+        epoch: Spark's watermark starts at 0, so Spark SQL drops the windows that end there."""
         if strategy.timestamp_assigner is not None:
             return False  # a function's times are not known before it runs
         col = strategy.timestamp_column or self.time_column
         top: int | None = None
         for batch in self.batches:
             stamps = [_millis(e.get(col)) for e in batch]
+            if any(t is not None and t < 0 for t in stamps):
+                return False
             if top is not None and any(t is not None and t <= strategy.watermark_for(top) for t in stamps):
                 return False
             present = [t for t in stamps if t is not None]

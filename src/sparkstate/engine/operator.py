@@ -10,9 +10,16 @@ it runs, in order:
    processing-time timers ``<= T`` in timestamp order (the two clocks are not comparable, so
    the order between domains is fixed rather than by timestamp);
 2. the batch's elements, in arrival order, each with its key's record current;
-3. timers registered during steps 1-2 for a time that has already passed, repeatedly,
-   until none is due. (Flink fires such timers as soon as it can; here "as soon as it can"
-   is the end of the same micro-batch.)
+3. processing-time timers registered during steps 1-2 for a time that has already passed,
+   repeatedly, until none is due (Flink fires such timers as soon as it can; here "as soon
+   as it can" is the end of the same micro-batch).
+
+Event-time timers follow Flink's timer queue: one registered in an event-time ``on_timer``
+for a time the watermark has passed fires in the same step, in timestamp order among the
+due timers (171, 172, 201 when 171's ``on_timer`` registers 172); one registered anywhere
+else for such a time waits until the watermark next advances, as Flink fires it only at its
+next watermark, and deleting it before then cancels it (the record's ``HELD_FIELD`` holds
+the watermark it waits to pass).
 
 A record is a plain dict ``{state name: value, TIMERS_FIELD: {(domain, ts), ...}}``. The
 engine decides where records live (a dict in the harness, RocksDB buckets in Spark); this
@@ -22,10 +29,12 @@ class only reads and mutates the dicts it is handed and remembers which keys it 
 from __future__ import annotations
 
 import datetime as _dt
+import heapq
 import json
 import reprlib
 import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import count
 from operator import itemgetter, methodcaller
 from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
@@ -40,7 +49,7 @@ from sparkstate.api.functions import (
     TimeDomain,
     TimerService,
 )
-from sparkstate.api.state import TIMERS_FIELD, KeyScope, Record, StateDescriptor
+from sparkstate.api.state import HELD_FIELD, INTERNAL_FIELDS, TIMERS_FIELD, KeyScope, Record, StateDescriptor
 from sparkstate.api.time import TimestampAssigner, epoch_millis
 from sparkstate.errors import JobDefinitionError, KeyColumnError, ProcessFunctionError, SparkStateError, TimerError
 
@@ -232,7 +241,7 @@ class KeyedOperator:
             # state a newer version of the function no longer declares is dropped when its
             # key is next touched (Flink's "allow non-restored state")
             declared = self.runtime_context._states
-            stale = [f for f in rec if f not in declared and f != TIMERS_FIELD]
+            stale = [f for f in rec if f not in declared and f not in INTERNAL_FIELDS]
             for f in stale:
                 del rec[f]
         self.touched[key] = rec
@@ -311,43 +320,43 @@ class KeyedOperator:
         return side
 
     def fire_due(self, candidates: Iterable[tuple[Any, Record]]) -> list[Any]:
-        """Fire every due timer of ``candidates`` (and of records that registered due timers)."""
+        """Fire every due timer of ``candidates`` (and of records that registered due timers).
+
+        One queue ordered by domain then timestamp, as Flink's timer queue: a timer that an
+        ``on_timer`` registers for a time already due joins the queue and fires in its turn.
+        """
         out: list[Any] = []
         scope = self.scope
         tctx = self.timer_ctx
         on_timer = self.fn.on_timer
         touched = self.touched
         domains = _DOMAINS
-        rounds = 0
+        #: (domain, ts, seq, depth, key, rec); depth counts timers registering due timers
+        queue: list[tuple[int, int, int, int, Any, Record]] = []
+        seq = count()
         pending = list(candidates)
         if scope.due:
             pending.extend(scope.due)
             scope.due = []
-        while pending:
-            limits = (scope.watermark, scope.processing_time)
-            due = []
-            for key, rec in pending:
-                timers = rec.get(TIMERS_FIELD)
-                if timers:
-                    for domain, ts in timers:
-                        if ts <= limits[domain]:
-                            due.append((ts, domain, key, rec))
-            if not due:
-                break
-            due.sort(key=itemgetter(1, 0))
-            for ts, domain, key, rec in due:
+        self._queue_due(queue, pending, seq, 0)
+        heapq.heapify(queue)
+        try:
+            while queue:
+                domain, ts, _, depth, key, rec = heapq.heappop(queue)
                 timers = rec.get(TIMERS_FIELD)
                 entry = (domain, ts)
                 if not timers or entry not in timers:
-                    continue  # deleted by an earlier timer of this round
+                    continue  # deleted by an earlier timer, or queued twice
                 timers.discard(entry)
                 if not timers:
                     del rec[TIMERS_FIELD]
+                    rec.pop(HELD_FIELD, None)
                 touched.setdefault(key, rec)
                 scope.key = key
                 scope.rec = rec
                 scope.timestamp = ts
                 tctx.domain = domains[domain]
+                scope.in_event_timer = not domain
                 try:
                     result = on_timer(ts, tctx)
                     if result is not None:
@@ -358,16 +367,49 @@ class KeyedOperator:
                     raise
                 except Exception as exc:
                     raise self._user_error("on_timer", key, f"timer at {ts} ({tctx.domain.name})", exc) from exc
-            pending, scope.due = scope.due, []
-            rounds += 1
-            if rounds > MAX_TIMER_ROUNDS:
-                raise TimerError(
-                    f"{self.name}.on_timer kept registering timers that were already due "
-                    f"({MAX_TIMER_ROUNDS} rounds in one batch, key {scope.key!r}). A timer that re-arms "
-                    "itself in on_timer repeats forever once a bounded input's final watermark "
-                    "(MAX_WATERMARK) is reached: stop re-arming when current_watermark() == MAX_WATERMARK"
-                )
+                if scope.due:
+                    if depth >= MAX_TIMER_ROUNDS:
+                        raise TimerError(
+                            f"{self.name}.on_timer kept registering timers that were already due "
+                            f"({MAX_TIMER_ROUNDS} rounds in one batch, key {scope.key!r}). A timer that re-arms "
+                            "itself in on_timer repeats forever once a bounded input's final watermark "
+                            "(MAX_WATERMARK) is reached: stop re-arming when current_watermark() == MAX_WATERMARK"
+                        )
+                    added: list[tuple[int, int, int, int, Any, Record]] = []
+                    self._queue_due(added, scope.due, seq, depth + 1)
+                    scope.due = []
+                    for item in added:
+                        heapq.heappush(queue, item)
+        finally:
+            scope.in_event_timer = False
         return out
+
+    def _queue_due(
+        self, queue: list[tuple[int, int, int, int, Any, Record]], records: Iterable[tuple[Any, Record]],
+        seq: Iterator[int], depth: int,
+    ) -> None:
+        """Append the due timers of ``records`` to ``queue``.
+
+        Event-time timers held behind the watermark (``HELD_FIELD``) are due only once the
+        watermark has advanced past the one they were registered at; then the hold ends.
+        """
+        scope = self.scope
+        watermark, now = scope.watermark, scope.processing_time
+        for key, rec in records:
+            timers = rec.get(TIMERS_FIELD)
+            if not timers:
+                continue
+            event_limit = watermark
+            held = rec.get(HELD_FIELD)
+            if held is not None:
+                if held < watermark:
+                    del rec[HELD_FIELD]  # the watermark advanced: the held timers are due
+                    self.touched.setdefault(key, rec)
+                else:
+                    event_limit = MIN_WATERMARK - 1  # all event-time timers due now are held
+            for domain, ts in timers:
+                if ts <= (now if domain else event_limit):
+                    queue.append((domain, ts, next(seq), depth, key, rec))
 
     def no_key_column(self, event: Any) -> KeyColumnError:
         """The error for an event that lacks a key column."""

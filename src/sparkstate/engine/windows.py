@@ -20,13 +20,15 @@ The semantics are Flink's (``WindowOperator`` with ``EventTimeTrigger`` /
 
 * a window ``[start, end)`` fires when the watermark reaches ``end - 1``, by an event-time
   timer at that time;
-* a window is *late* once ``end - 1 + allowed_lateness <= watermark``; an element whose
-  windows are all late goes to the late-data side output;
+* a window is *late* once ``end - 1 + allowed_lateness <= watermark``; an element no window
+  took (all late, or none: between sliding windows with gaps) goes to the late-data side
+  output when ``timestamp + allowed_lateness <= watermark``;
 * an element for a window that has fired but is not late yet fires the window again at once,
   with the element added (Flink's late firing);
 * a window's state is dropped at ``end - 1 + allowed_lateness`` (its cleanup timer);
 * session windows ``[ts, ts + gap)`` merge with every window they overlap or touch, merging
-  their contents and moving their timers.
+  their contents and moving their timers (a key's timers are one set of times, so a time
+  another session of the key still needs stays).
 """
 
 from __future__ import annotations
@@ -124,6 +126,12 @@ class WindowOperator(BuiltinFunction):
             cols = self.key_columns
             self._key_row = lambda key: dict(zip(cols, key))
         self._bounds = self.assigner.bounds
+        #: where, relative to a window's start, times belong to that window alone: the
+        #: whole window for tumbling windows (and sliding ones with gaps, size <= slide),
+        #: ``[size - slide, slide)`` for sliding ones with slide < size < 2 x slide, nothing
+        #: when size >= 2 x slide (every time is in two windows or more)
+        size, slide = getattr(self.assigner, "size", 0), getattr(self.assigner, "slide", 0)
+        self._solo = (0, 0) if self.assigner.merging or not size else (max(0, size - slide), min(size, slide))
         #: built-in aggregates make the whole output row in one generated call
         self._row = (
             fn.window_row(self.key_columns, WINDOW_START, WINDOW_END, self.output_names)
@@ -170,9 +178,8 @@ class WindowOperator(BuiltinFunction):
         for w in overlapping:
             part = windows.pop(w)
             acc = part if acc is None else self._merge(acc, part)
-            self._untimer(rec, w[1] - 1)
-            if lateness:
-                self._untimer(rec, w[1] - 1 + lateness)
+        if overlapping:
+            self._untimer_merged(rec, windows, overlapping)
         key = (start, end)
         acc = windows[key] = self._add(value, self._create() if acc is None else acc)
         if end_ts <= watermark:
@@ -202,10 +209,13 @@ class WindowOperator(BuiltinFunction):
         watermark = scope.watermark if self._event_time else MIN_WATERMARK
         now = scope.processing_time
         create, bounds, late_tag = self._create, self._bounds, self.late_tag
+        solo_lo, solo_hi = self._solo
+        lateness = self.allowed_lateness
         #: the open panes this batch has written to, by window
         live: dict[tuple[int, int], dict[Any, Any]] = {}
-        # the last on-time window that is an element's only window (tumbling): the next
-        # element in [lo, hi) belongs to it alone, with no window computation
+        # the last on-time window that is an element's only window: the next element in
+        # [lo, hi), where every time has that window alone (``self._solo``), belongs to it,
+        # with no window computation
         lo = hi = 0
         cur: dict[Any, Any] = {}
         key: Any = None
@@ -241,8 +251,11 @@ class WindowOperator(BuiltinFunction):
                     acc = contents.get(key)
                     contents[key] = add(v, create() if acc is None else acc)
                     if len(ws) == 1:
-                        lo, hi, cur = w[0], w[1], contents
-                if not placed and late_tag is not None:
+                        lo, hi, cur = w[0] + solo_lo, w[0] + solo_hi, contents
+                if not placed and late_tag is not None and t + lateness <= watermark:
+                    # Flink's late element: no window took it and its time is behind the
+                    # watermark by the allowed lateness (a time between sliding windows with
+                    # gaps, in no window at all, is dropped while it is not late)
                     scope.side.append((late_tag.name, event_at(i)))
         except SparkStateError:
             raise
@@ -381,6 +394,24 @@ class WindowOperator(BuiltinFunction):
         scope = self._scope
         if ts <= (scope.watermark if self._domain == EVENT else scope.processing_time):
             scope.due.append((scope.key, rec))
+
+    def _untimer_merged(self, rec: Record, windows: dict[tuple[int, int], Any], merged: list[tuple[int, int]]) -> None:
+        """Delete the firing and cleanup timers of the sessions ``merged`` away, except the
+        times another session of the key (in ``windows``) still needs.
+
+        Flink keeps timers per window; here a key's timers are one set of times, so with an
+        allowed lateness larger than the gap, one session's cleanup time can be another's
+        firing time (``end - 1 + lateness == end' - 1``), and that timer must stay.
+        """
+        lateness = self.allowed_lateness
+        used = {e - 1 for _, e in windows}
+        if lateness:
+            used.update([e - 1 + lateness for _, e in windows])
+        for _, e in merged:
+            if e - 1 not in used:
+                self._untimer(rec, e - 1)
+            if lateness and e - 1 + lateness not in used:
+                self._untimer(rec, e - 1 + lateness)
 
     def _untimer(self, rec: Record, ts: int) -> None:
         timers = rec.get(TIMERS_FIELD)

@@ -64,7 +64,11 @@ def native_blockers(job: Any) -> list[str]:
     if job.watermark is not None and not job.source_spec.never_behind_watermark(job.watermark):
         # Spark's aggregation does not drop rows behind the watermark: it aggregates them into
         # windows it has not emitted yet, or emits a second row. Flink drops them (late data).
-        out.append("its source may deliver events behind the watermark (Spark SQL would still aggregate them)")
+        # Before the epoch, Spark's watermark (which starts at 0) drops windows Flink fires.
+        out.append(
+            "its source may deliver events behind the watermark or before the epoch "
+            "(Spark SQL would still aggregate the first, and drop windows ending at the epoch)"
+        )
     return out
 
 

@@ -204,6 +204,9 @@ class KeyGroupRunner:
         if spec.end_watermark is not None and reported >= spec.end_watermark:
             return MAX_WATERMARK  # the end-of-input marker went by: Flink's final watermark
         # Spark reports 0 (or -1) until the first watermark exists; Flink's is Long.MIN_VALUE.
+        # Spark's watermark cannot go below 0, so a true watermark at or before the epoch
+        # reads as none: the harness does the same (KeyedHarness._advance_watermark), so
+        # both engines agree on event times at or before the epoch.
         return reported if spec.event_time and reported > 0 else MIN_WATERMARK
 
 

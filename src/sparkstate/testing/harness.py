@@ -15,7 +15,7 @@ from typing import Any
 
 from sparkstate.api.functions import DEAD_LETTERS, MAX_WATERMARK, MIN_WATERMARK, Event, KeyedProcessFunction, TimeDomain
 from sparkstate.api.schema import Schema
-from sparkstate.api.state import TIMERS_FIELD, Record
+from sparkstate.api.state import INTERNAL_FIELDS, TIMERS_FIELD, Record
 from sparkstate.api.time import WatermarkStrategy
 from sparkstate.engine.events import EventColumns, admit
 from sparkstate.engine.keygroups import dumps_state
@@ -143,7 +143,11 @@ class KeyedHarness:
         if stamps:
             top = max(stamps)
             self._max_ts = top if self._max_ts is None else max(self._max_ts, top)
-            self.watermark = max(self.watermark, strategy.watermark_for(self._max_ts))
+            watermark = strategy.watermark_for(self._max_ts)
+            if watermark > 0:
+                # as on Spark, whose watermark starts at the epoch: there is none until it
+                # passes it (see ``KeyGroupRunner.watermark``)
+                self.watermark = max(self.watermark, watermark)
 
     def process_element(self, event: Event, **clocks: int) -> list[Any]:
         """One event as a batch of its own."""
@@ -176,7 +180,7 @@ class KeyedHarness:
 
     def state(self, key: Any) -> dict[str, Any]:
         """The key's state values by name (timers left out)."""
-        return {k: v for k, v in self.records.get(key, {}).items() if k != TIMERS_FIELD}
+        return {k: v for k, v in self.records.get(key, {}).items() if k not in INTERNAL_FIELDS}
 
     def timers(self, key: Any) -> list[tuple[TimeDomain, int]]:
         """The key's pending timers, sorted by time."""

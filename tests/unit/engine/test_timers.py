@@ -62,12 +62,67 @@ def test_deleted_timer_does_not_fire():
     assert h.advance_watermark(50) == [("a", "EVENT_TIME", 20, 20)]
 
 
-def test_timer_for_a_time_already_passed_fires_in_the_same_batch():
+def test_event_timer_behind_the_watermark_fires_when_the_watermark_next_advances():
+    # Flink queues it and fires it at its next watermark, not at once
     h = make()
     h.advance_watermark(100)
-    assert h.process_element({"k": "a", "event": [50]}) == [("a", "EVENT_TIME", 50, 50)]
+    assert h.process_element({"k": "a", "event": [50]}) == []
+    assert h.process_batch([]) == []  # the watermark did not move
+    assert h.process_element({"k": "a", "event": [60]}) == []
+    assert h.advance_watermark(100) == []
+    assert h.advance_watermark(101) == [("a", "EVENT_TIME", 50, 50), ("a", "EVENT_TIME", 60, 60)]
+    assert h.keys() == []
+
+
+def test_a_delete_before_the_watermark_advances_cancels_a_timer_behind_it():
+    h = make()
+    h.advance_watermark(100)
+    h.process_element({"k": "a", "event": [50, 70]})
+    h.process_element({"k": "a", "del_event": [50]})
+    assert h.advance_watermark(200) == [("a", "EVENT_TIME", 70, 70)]
+    h.process_element({"k": "b", "event": [10]})
+    h.process_element({"k": "b", "del_event": [10]})
+    assert h.keys() == [], "no hold outlives the key's timers"
+    assert h.advance_watermark(300) == []
+
+
+def test_processing_time_timer_already_passed_fires_in_the_same_batch():
+    h = make()
     h.advance_processing_time(1_000)
     assert h.process_element({"k": "b", "proc": [999]}) == [("b", "PROCESSING_TIME", 999, 999)]
+
+
+def test_timer_registered_in_on_timer_for_a_due_time_fires_in_timestamp_order():
+    # Flink's timer queue is ordered by timestamp: 171 registers 172, which fires before 201
+    class Chain(KeyedProcessFunction):
+        def process_element(self, e, ctx):
+            for ts in (171, 201):
+                ctx.timer_service().register_event_time_timer(ts)
+
+        def on_timer(self, ts, ctx):
+            if ts == 171:
+                ctx.timer_service().register_event_time_timer(172)
+            yield ts
+
+    h = KeyedHarness(Chain(), "k")
+    h.process_element({"k": "a"})
+    assert h.advance_watermark(250) == [171, 172, 201]
+
+
+def test_event_timer_registered_in_a_processing_time_on_timer_behind_the_watermark_waits():
+    class Cross(KeyedProcessFunction):
+        def process_element(self, e, ctx):
+            ctx.timer_service().register_processing_time_timer(10)
+
+        def on_timer(self, ts, ctx):
+            if ctx.time_domain() == TimeDomain.PROCESSING_TIME:
+                ctx.timer_service().register_event_time_timer(5)
+            yield (ctx.time_domain().name, ts)
+
+    h = KeyedHarness(Cross(), "k")
+    h.process_element({"k": "a"}, watermark=100)
+    assert h.advance_processing_time(10) == [("PROCESSING_TIME", 10)]
+    assert h.advance_watermark(101) == [("EVENT_TIME", 5)]
 
 
 def test_processing_time_timers_follow_processing_time_not_watermark():
@@ -171,8 +226,9 @@ def test_timer_storm_is_stopped():
 
     h = KeyedHarness(Storm(), "k")
     h.advance_watermark(10**9)
+    h.process_element({"k": "a"})  # timer 0 waits for the next watermark
     with pytest.raises(TimerError, match="kept registering timers that were already due"):
-        h.process_element({"k": "a"})
+        h.advance_watermark(10**9 + 1)
 
 
 def test_event_time_timers_are_refused_where_no_watermark_can_come():
