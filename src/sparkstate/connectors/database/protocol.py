@@ -34,6 +34,7 @@ from sparkstate.connectors.database.arrow import nested_as_json
 from sparkstate.connectors.database.dialects import Dialect, dialect_of, first_line, quote, quote_column
 from sparkstate.connectors.sinks import DatabaseSink
 from sparkstate.errors import SinkError
+from sparkstate.fault_points import SINK_ROWS_WRITTEN, fault_point
 
 MARKER_TABLE = "sparkstate_batches"
 
@@ -198,6 +199,7 @@ def write(sink: Any, data: pa.Table, batch_id: int) -> int | None:
             conn.rollback()
             return None
         dialect.insert(conn, sink, data)
+        fault_point(SINK_ROWS_WRITTEN)
         conn.commit()
     return data.num_rows
 
