@@ -5,8 +5,9 @@ sparkstate is imported (only ``tests/e2e/crash.py`` sets it). Off, :func:`fault_
 at once and does nothing else. On, a test *arms* a point by creating the file
 ``<dir>/<point>.armed``; the first process that reaches an armed point renames the file to
 ``<point>.hit`` (a rename: exactly one process takes it) and holds there, so that the test
-that waits for the ``.hit`` file kills the run at exactly that moment. A point nobody arms
-costs a failed rename. A hold that nobody ends goes on after ``HOLD_SECONDS``.
+that waits for the ``.hit`` file kills the run at exactly that moment, or removes the file to
+let the run go on. A point nobody arms costs a failed rename. A hold that nobody ends goes
+on after ``HOLD_SECONDS``.
 
 The points below come in the order a micro-batch reaches them: Spark writes the batch's
 offsets, then runs it (the stateful operator, whose state store commits when its task
@@ -41,8 +42,11 @@ def fault_point(name: str) -> None:
     """Hold here if a crash test armed ``name`` (see the module's docstring); else nothing."""
     if _DIR is None:
         return
+    hit = os.path.join(_DIR, f"{name}.hit")
     try:
-        os.rename(os.path.join(_DIR, f"{name}.armed"), os.path.join(_DIR, f"{name}.hit"))
+        os.rename(os.path.join(_DIR, f"{name}.armed"), hit)
     except OSError:  # not armed, or another process took it
         return
-    time.sleep(HOLD_SECONDS)
+    until = time.monotonic() + HOLD_SECONDS
+    while os.path.exists(hit) and time.monotonic() < until:
+        time.sleep(0.01)

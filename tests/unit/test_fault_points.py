@@ -39,14 +39,26 @@ def test_an_unarmed_point_passes(tmp_path):
     assert not (tmp_path / f"{SINK_ROWS_WRITTEN}.hit").exists()
 
 
+def test_removing_the_hit_file_lets_the_held_process_go_on(tmp_path):
+    (tmp_path / f"{SINK_COMMITTED}.armed").touch()
+    held = reach(SINK_COMMITTED, tmp_path)
+    wait_for(tmp_path / f"{SINK_COMMITTED}.hit", held)
+    (tmp_path / f"{SINK_COMMITTED}.hit").unlink()
+    assert held.communicate(timeout=60)[0] == "passed\n"
+
+
+def wait_for(hit: Path, held: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 60
+    while not hit.exists():
+        assert time.monotonic() < deadline and held.poll() is None, "the point was not reached"
+        time.sleep(0.05)
+
+
 def test_an_armed_point_holds_one_process_until_it_is_killed(tmp_path):
     (tmp_path / f"{SINK_COMMITTED}.armed").touch()
     held = reach(SINK_COMMITTED, tmp_path)
     try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / f"{SINK_COMMITTED}.hit").exists():
-            assert time.monotonic() < deadline and held.poll() is None, "the point was not reached"
-            time.sleep(0.05)
+        wait_for(tmp_path / f"{SINK_COMMITTED}.hit", held)
         # the point is taken: a second process passes it
         assert reach(SINK_COMMITTED, tmp_path).communicate(timeout=60)[0] == "passed\n"
         time.sleep(0.5)
