@@ -284,7 +284,7 @@ class CrashLoop:
         aimed = Counter(k.aim for k in self.history)
         on_target = Counter(k.aim for k in self.history if k.on_target)
         landed = Counter(k.landed for k in self.history)
-        width = max(len(DESCRIBE[m]) for m in self.moments)
+        width = max(len(label) for label in [*(DESCRIBE[m] for m in self.moments), *landed])
         lines = [f"{title}: {len(self.history)} kills (SIGKILL to the whole process group), then a final run to the end"]
         lines.append("  kills aimed at each moment (landed there):")
         lines += [f"    {DESCRIBE[m]:<{width}}  {aimed[m]:>3} ({on_target[m]})" for m in self.moments if aimed[m]]
