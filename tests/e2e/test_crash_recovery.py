@@ -91,6 +91,9 @@ def check_loop(loop: CrashLoop, done) -> None:
     assert len(loop.history) >= KILLS
     assert loop.replayed, "a kill mid-batch leaves a planned batch for the restart to run again"
     assert any(k.between_sink_and_spark for k in loop.history), [vars(k) for k in loop.history]
+    aimed = {k.aim for k in loop.history}
+    reached = {k.aim for k in loop.history if k.on_target}
+    assert aimed == reached, f"no kill landed at {sorted(aimed - reached)}: {[vars(k) for k in loop.history]}"
 
 
 def postgres_batches(url: str, job: str) -> Callable[[], int]:
