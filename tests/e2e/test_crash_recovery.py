@@ -2,14 +2,25 @@
 its checkpoint each time, leaves the same rows in its database as a run that was never killed.
 
 The job runs as `sparkstate run` in its own process group (driver, JVM, Python workers); see
-``crash.CrashLoop`` for where the kills land. The reference is the same job on the same input,
-run once without interruption on the test session's Spark. The two loops run side by side.
+``crash.CrashLoop`` for where the kills land: at random times, and held at the risky moments
+(the sink's transaction open, the sink committed before Spark's commit log, Spark's offsets
+written, the state store half written). The reference is the same job on the same input, run
+once without interruption on the test session's Spark. The two loops run side by side.
+
+Each job is killed 5 times (each moment once). The long mode kills more and feeds more input:
+
+    SPARKSTATE_CRASH_KILLS=20 .venv/bin/python -m pytest tests/e2e/test_crash_recovery.py -s
+
+``-s`` shows each loop's summary: kills per moment, replays, rows compared, duplicates, gaps.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import sqlite3
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,7 +31,13 @@ from spark_helpers import same_rows
 from sparkstate import MemorySink
 from sparkstate.jobs import JOBS
 
-KILLS = 5
+#: kills per job: 5 in the suite, more in the long mode (SPARKSTATE_CRASH_KILLS=20)
+KILLS = int(os.environ.get("SPARKSTATE_CRASH_KILLS") or 5)
+#: each killed run reads some 5,000 to 20,000 events: the input grows with the kills, so that
+#: the last kill comes before its end
+EVENTS = max(150_000, 30_000 * KILLS)
+#: the loop's time limit, for all its runs
+TIMEOUT = max(900.0, 300.0 + 150.0 * KILLS)
 MAX_BATCH = 5_000
 #: few key groups: a small batch's cost is mostly per key group, and these runs are small
 #: the killed runs read at most RATE events/s, so that each is killed long before the input ends;
@@ -40,13 +57,33 @@ def uninterrupted(spark, tmp_path: Path, name: str, **settings) -> list[dict]:
     return sink.rows()
 
 
-def report(loop: CrashLoop, rows: int) -> None:
-    between = sum(k.between_sink_and_spark for k in loop.history)
-    print(
-        f"\n{len(loop.history)} kills ({between} between the sink's commit and Spark's), "
-        f"{len(loop.replayed)} batches replayed {loop.replayed}, {rows:,} rows compared; "
-        f"each run's seconds: {', '.join(f'{t:.0f}' for t in loop.lifetimes)}"
-    )
+def compare(got: list[tuple[Hashable, tuple]], expected: list[tuple[Hashable, tuple]]) -> dict[str, int]:
+    """Rows as ``(identity, values)``, against the uninterrupted run's: rows compared, identities
+    written more than once (duplicates), missing (gaps) or not in the reference (extra), and
+    rows whose values differ (sums of doubles may differ in the last bits)."""
+    seen = Counter(key for key, _ in got)
+    want = dict(expected)
+    assert len(want) == len(expected), "the reference names each row once"
+    values = dict(got)
+
+    def same(a: tuple, b: tuple) -> bool:
+        return len(a) == len(b) and all(
+            x == y or (isinstance(x, float) and math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-9)) for x, y in zip(a, b)
+        )
+
+    return {
+        "rows": len(got),
+        "duplicates": sum(n - 1 for n in seen.values()),
+        "gaps": sum(1 for key in want if key not in seen),
+        "extra": sum(1 for key in seen if key not in want),
+        "differing": sum(1 for key, v in want.items() if key in values and not same(values[key], v)),
+    }
+
+
+def report(loop: CrashLoop, title: str, figures: dict[str, int]) -> None:
+    print("\n" + loop.summary(title, figures))
+    wrong = {name: figures[name] for name in ("duplicates", "gaps", "extra", "differing") if figures[name]}
+    assert not wrong, f"{wrong} of {figures['rows']:,} rows"
 
 
 def check_loop(loop: CrashLoop, done) -> None:
@@ -54,6 +91,9 @@ def check_loop(loop: CrashLoop, done) -> None:
     assert len(loop.history) >= KILLS
     assert loop.replayed, "a kill mid-batch leaves a planned batch for the restart to run again"
     assert any(k.between_sink_and_spark for k in loop.history), [vars(k) for k in loop.history]
+    aimed = {k.aim for k in loop.history}
+    reached = {k.aim for k in loop.history if k.on_target}
+    assert aimed == reached, f"no kill landed at {sorted(aimed - reached)}: {[vars(k) for k in loop.history]}"
 
 
 def postgres_batches(url: str, job: str) -> Callable[[], int]:
@@ -93,19 +133,19 @@ def crash_loops(tmp_path_factory, postgres_server):
     (Spark's JVM, Python workers), so side by side they take little longer than one."""
     pg_dir, lite_dir = tmp_path_factory.mktemp("crash-running-sum"), tmp_path_factory.mktemp("crash-windows")
     pg_url = postgres_server.database_url("t_crash_running_sum")
-    pg_command = ["run", "running-sum", "--events", "150000", "--merchants", "400", *FLAGS,
+    pg_command = ["run", "running-sum", "--events", str(EVENTS), "--merchants", "400", *FLAGS,
                   "--checkpoint", str(pg_dir / "checkpoint"), "--sink", f"{pg_url}?table=running_sum"]
     db = lite_dir / "out.db"
-    lite_command = ["run", "upi-per-minute", "--events", "150000", "--merchants", "300", *FLAGS,
+    lite_command = ["run", "upi-per-minute", "--events", str(EVENTS), "--merchants", "300", *FLAGS,
                     "--checkpoint", str(lite_dir / "checkpoint"), "--window-path", "python",
                     "--sink", f"sqlite:///{db}?table=upi_per_minute"]
     loops = {
         "running-sum": CrashLoop([*pg_command, *RATE], pg_dir / "checkpoint", pg_dir,
-                                 postgres_batches(pg_url, "running-sum@running_sum"), kills=KILLS,
-                                 final_args=[*pg_command, *FINAL]),
+                                 postgres_batches(pg_url, "running-sum@running_sum"), kills=KILLS, final_args=[*pg_command, *FINAL],
+                                 timeout=TIMEOUT),
         "upi-per-minute": CrashLoop([*lite_command, *RATE], lite_dir / "checkpoint", lite_dir,
                                     sqlite_batches(db, "upi-per-minute@upi_per_minute"), kills=KILLS, seed=11,
-                                    final_args=[*lite_command, *FINAL]),
+                                    final_args=[*lite_command, *FINAL], timeout=TIMEOUT),
     }
     with ThreadPoolExecutor(max_workers=len(loops)) as pool:
         runs = {name: pool.submit(loop.run) for name, loop in loops.items()}
@@ -129,9 +169,14 @@ def test_running_sum_into_postgresql_survives_sigkills(tmp_path, spark, crash_lo
             "SELECT batch_id FROM sparkstate_batches WHERE job = 'running-sum@running_sum' ORDER BY 1"
         )]
     assert markers == sorted(set(markers)), "one marker per batch with rows, none twice"
-    expected = uninterrupted(spark, tmp_path, "running-sum", events=150_000, merchants=400)
-    same_rows(rows, [{k: r[k] for k in names} for r in expected])  # no duplicate, no gap, same values
-    report(loop, len(rows))
+    expected = uninterrupted(spark, tmp_path, "running-sum", events=EVENTS, merchants=400)
+    # a merchant's n-th event gives its row with count n: (merchant, count) names a row
+    figures = compare(
+        [((r["merchant_id"], r["count"]), (r["total"],)) for r in rows],
+        [((r["merchant_id"], r["count"]), (r["total"],)) for r in expected],
+    )
+    report(loop, f"running-sum into PostgreSQL, {EVENTS:,} events", figures)
+    same_rows(rows, [{k: r[k] for k in names} for r in expected])
 
 
 def test_windowed_job_into_sqlite_survives_sigkills(tmp_path, spark, crash_loops):
@@ -148,10 +193,10 @@ def test_windowed_job_into_sqlite_survives_sigkills(tmp_path, spark, crash_loops
             "SELECT batch_id FROM sparkstate_batches WHERE job = 'upi-per-minute@upi_per_minute' ORDER BY 1"
         )]
     assert markers == sorted(set(markers)), "one marker per batch with rows, none twice"
-    expected = uninterrupted(spark, tmp_path, "upi-per-minute", events=150_000, merchants=300)
-    got = {(m, start): (n, total) for m, start, n, total in rows}
-    assert rows and len(got) == len(rows) == len(expected), "every window once"
-    for r in expected:
-        n, total = got[(r["merchant_id"], r["window_start"])]
-        assert n == r["payments"] and abs(total - r["total"]) <= 1e-9 * max(1.0, abs(total))
-    report(loop, len(rows))
+    expected = uninterrupted(spark, tmp_path, "upi-per-minute", events=EVENTS, merchants=300)
+    figures = compare(
+        [((m, start), (n, total)) for m, start, n, total in rows],
+        [((r["merchant_id"], r["window_start"]), (r["payments"], r["total"])) for r in expected],
+    )
+    assert rows, "windows were written"
+    report(loop, f"upi-per-minute (Python window path) into SQLite, {EVENTS:,} events", figures)

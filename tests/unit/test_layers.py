@@ -86,15 +86,17 @@ def layer(module: str) -> str:
 MAY_IMPORT = {
     # what users write and declare: the same classes in the harness and on Spark
     "errors": set(),
+    # the test fault points the crash tests kill a run at (tests/e2e/crash.py); off in a real run
+    "fault_points": set(),
     "api": {"errors"},
     # engine-neutral execution, shared by the harness and Spark
     "engine": {"api", "errors"},
     # source and sink specs: plain dataclasses (and the database protocol)
-    "connectors": {"api", "errors"},
+    "connectors": {"api", "errors", "fault_points"},
     # the harness runs the engine in-process, without Spark
     "testing": {"api", "engine", "errors"},
     # the adapter onto Spark: runs the engine on the specs
-    "runtime": {"api", "engine", "connectors", "errors"},
+    "runtime": {"api", "engine", "connectors", "errors", "fault_points"},
     # reporting: reads what runtime hands it
     "metrics": {"api", "engine", "connectors", "errors", "runtime"},
     # Job = description + run() (runtime) + harness() (testing); a bare streaming DataFrame

@@ -47,6 +47,7 @@ from sparkstate.engine.events import has_map, unpack_events
 from sparkstate.engine.keygroups import PICKLE_PROTOCOL, GroupMeta, KeyGroupStore
 from sparkstate.engine.operator import Events, KeyedOperator
 from sparkstate.engine.output import arrow_table
+from sparkstate.fault_points import STATE_UPDATED, fault_point
 
 #: side rows: the side output's name, and the row pickled (main rows have nulls here)
 SIDE_COLUMN = "__side"
@@ -186,6 +187,7 @@ class KeyGroupRunner:
             state.schedule(meta, now, expired)
             dumped = meta.dumps()
             state.write(writes, dumped if dumped != stored else None)  # meta rarely changes
+            fault_point(STATE_UPDATED)
             if not rows and not side:
                 return None
             return to_frame(

@@ -23,6 +23,7 @@ import functools
 import os
 import pickle
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -33,6 +34,7 @@ from sparkstate.connectors import database
 from sparkstate.connectors.sinks import ConsoleSink, DatabaseSink, ForeachBatchSink, MemorySink, NoopSink, ParquetSink
 from sparkstate.engine.output import python_rows
 from sparkstate.errors import JobDefinitionError
+from sparkstate.fault_points import OFFSETS_WRITTEN, SINK_COMMITTED, SINK_ROWS_WRITTEN, fault_point
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
 from sparkstate.runtime.storage import is_local
 
@@ -95,12 +97,24 @@ def _print_batch(sink: ConsoleSink, table: Any, batch_id: int, title: str = "") 
     Console(highlight=False).print(view)
 
 
+def _each_batch(write: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
+    """``write`` as Spark's ``foreachBatch`` function, between the test fault points of a
+    batch's start (its offsets written) and end (the sink committed, Spark not yet)."""
+
+    def each_batch(df: Any, batch_id: int) -> None:
+        fault_point(OFFSETS_WRITTEN)
+        write(df, batch_id)
+        fault_point(SINK_COMMITTED)
+
+    return each_batch
+
+
 class _EachBatch:
     """Sinks that take the stream batch by batch, as they take a dispatched batch."""
 
     def attach(self, writer: Any) -> Any:
         # one action per batch: a second one would run the stateful operator twice
-        return writer.foreachBatch(self.write_batch)
+        return writer.foreachBatch(_each_batch(self.write_batch))
 
     def write_batch(self, df: Any, batch_id: int) -> None:
         raise NotImplementedError
@@ -128,6 +142,7 @@ class _Parquet:
 
     def write_batch(self, df: Any, batch_id: int) -> None:
         df.write.mode("overwrite").parquet(os.path.join(self.sink.path, f"batch_id={batch_id}"))
+        fault_point(SINK_ROWS_WRITTEN)
 
     def write_side(self, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> None:
         import pyarrow.parquet as pq
@@ -371,4 +386,4 @@ def attach_dispatch(
             if split:
                 df.unpersist()
 
-    return writer.foreachBatch(dispatch)
+    return writer.foreachBatch(_each_batch(dispatch))

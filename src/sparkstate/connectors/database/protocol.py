@@ -47,6 +47,7 @@ from sparkstate.connectors.database.arrow import is_nested, json_default, json_r
 from sparkstate.connectors.database.dialects import Dialect, dialect_of, first_line, quote, quote_column
 from sparkstate.connectors.sinks import MARKER_TABLE, DatabaseSink
 from sparkstate.errors import SinkError
+from sparkstate.fault_points import SINK_ROWS_WRITTEN, fault_point
 
 log = logging.getLogger("sparkstate.sinks")
 #: the tables sparkstate created, and for which job: the only ones ``reset`` drops
@@ -347,6 +348,7 @@ def commit_batch(sink: Any, data: pa.Table, batch_id: int) -> BatchOutcome:
             return BatchOutcome(None, dead, warning)
         if stored.num_rows:
             dialect.insert(conn, sink, stored)
+        fault_point(SINK_ROWS_WRITTEN)
         try:
             conn.commit()
         except dialect.errors as exc:
