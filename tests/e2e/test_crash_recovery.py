@@ -141,8 +141,8 @@ def crash_loops(tmp_path_factory, postgres_server):
                     "--sink", f"sqlite:///{db}?table=upi_per_minute"]
     loops = {
         "running-sum": CrashLoop([*pg_command, *RATE], pg_dir / "checkpoint", pg_dir,
-                                 postgres_batches(pg_url, "running-sum@running_sum"), kills=KILLS, final_args=[*pg_command, *FINAL],
-                                 timeout=TIMEOUT),
+                                 postgres_batches(pg_url, "running-sum@running_sum"), kills=KILLS,
+                                 final_args=[*pg_command, *FINAL], timeout=TIMEOUT),
         "upi-per-minute": CrashLoop([*lite_command, *RATE], lite_dir / "checkpoint", lite_dir,
                                     sqlite_batches(db, "upi-per-minute@upi_per_minute"), kills=KILLS, seed=11,
                                     final_args=[*lite_command, *FINAL], timeout=TIMEOUT),
