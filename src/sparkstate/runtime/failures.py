@@ -63,7 +63,10 @@ def clean_failure(
     committed = "no batch was committed" if last_batch is None else f"batches up to {last_batch} are committed"
     failing = 0 if last_batch is None else last_batch + 1
     input_ = f" Batch {failing} read {read}." if read else ""
+    # a sink that lost its connection in the commit cannot know; its own message says so, and
+    # the batch's marker settles it on the next run
+    outcome = "Spark did not commit the failing batch" if "is unknown" in summary else "The failing batch committed nothing"
     return JobFailedError(
-        f"{summary}\n(The failing batch committed nothing; {committed} in {checkpoint_dir}.{input_} "
+        f"{summary}\n({outcome}; {committed} in {checkpoint_dir}.{input_} "
         f"Fix the cause and run again to resume: batch {failing} is run again on the same input.)"
     )

@@ -90,6 +90,20 @@ def test_the_input_of_a_failing_batch_from_the_offset_and_file_source_logs(tmp_p
     assert "batches up to 4 are committed" in message and "Batch 5 read files /in/f10.json" in message
 
 
+def test_a_commit_lost_midway_is_not_reported_as_committing_nothing():
+    """A sink that lost its connection in the commit cannot know whether it went through: the
+    run's message must not contradict it (the batch's marker settles it on the next run)."""
+    from sparkstate.runtime.failures import clean_failure
+
+    lost = RuntimeError(
+        "sparkstate.errors.SinkError: lost the connection to db while committing batch 3 to table t: gone. "
+        "Whether the commit went through is unknown; the next run settles it"
+    )
+    message = str(clean_failure(lost, "/ckpt", 2))
+    assert "is unknown" in message and "committed nothing" not in message
+    assert "Spark did not commit the failing batch" in message
+
+
 def test_a_grown_spark_log_is_moved_aside_when_spark_starts(tmp_path, monkeypatch):
     from sparkstate.runtime import spark_session
 
