@@ -83,20 +83,12 @@ def archive_key(conf: dict[str, str]) -> str | None:
 def _take_lock(lock: Path) -> int | None:
     """An ``flock`` on ``lock`` (its file descriptor), or None when another process holds it
     or the cache directory cannot be written (no archive, no harm)."""
-    import fcntl
+    from sparkstate.runtime.file_lock import try_flock
 
     try:
-        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+        return try_flock(lock, str(os.getpid()).encode())
     except OSError:
         return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)  # for a person looking; the flock is the lock
-    return fd
 
 
 def _release(fd: int | None) -> None:

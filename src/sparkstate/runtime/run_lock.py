@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sparkstate.errors import CheckpointInUseError
+from sparkstate.runtime.file_lock import try_flock
 from sparkstate.runtime.storage import LocalStorage, Storage
 
 LOCK_FILE = "sparkstate.lock"
@@ -110,26 +111,14 @@ class RunLock:
         return self
 
     def _flock(self) -> None:
-        import fcntl
-
-        path = os.path.join(self.storage.root, LOCK_FILE)
         os.makedirs(self.storage.root, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _parse(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
-            os.close(fd)
-            raise _in_use(self.storage.root, holder, "") from None
-        except BaseException:
-            os.close(fd)
-            raise
+        path = os.path.join(self.storage.root, LOCK_FILE)
+        fd = try_flock(path, json.dumps(self.owner).encode())
+        if fd is None:
+            with open(path, "rb") as f:
+                holder = _parse(f.read(4096).decode("utf-8", "replace"))
+            raise _in_use(self.storage.root, holder, "")
         self._fd = fd
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(self.owner).encode(), 0)
-        except OSError:
-            pass  # a full disk: the lock holds all the same, only a second run cannot say whose it is
 
     def _read_lease(self) -> dict | None:
         try:
