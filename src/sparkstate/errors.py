@@ -17,7 +17,9 @@ built-in they refine (in brackets), so ``except ValueError`` keeps working::
     ├── JobFailedError                         a running job stopped with an error
     │   └── CheckpointStorageError             the checkpoint directory cannot be written
     ├── SinkError                              a sink cannot take the output
-    └── SourceError                            a source cannot deliver
+    ├── SourceError                            a source cannot deliver
+    └── SavepointError                         a savepoint that cannot be written, read or restored
+        └── StateMigrationError                a savepoint's state does not fit the job's descriptors
 
 This module imports nothing of sparkstate, so every layer can raise these.
 """
@@ -93,3 +95,15 @@ class SinkError(SparkStateError):
 
 class SourceError(SparkStateError):
     """A source cannot deliver: the server it reads from is unreachable."""
+
+
+class SavepointError(SparkStateError):
+    """A savepoint cannot be taken, read or restored: missing, damaged (checksum), of another
+    job, of a newer format, or taken where there is no committed state. Nothing is written
+    to the new checkpoint when a restore is refused."""
+
+
+class StateMigrationError(SavepointError):
+    """A savepoint's state does not fit the restoring job's descriptors (a state removed or
+    renamed, a value type changed incompatibly, other key columns or key groups); the message
+    names the state, the field and both types."""

@@ -76,6 +76,8 @@ class Job(JobDescription):
         until: Callable[[RunResult], bool] | None = None,
         fresh: bool = False,
         on_notice: Callable[[str], None] | None = None,
+        from_savepoint: str | Path | None = None,
+        allow_non_restored_state: bool = False,
     ) -> RunResult:
         """Run on Spark until a bounded source is exhausted, ``until(result)`` holds, or
         ``timeout`` seconds pass (an unbounded source needs one of the two).
@@ -90,6 +92,13 @@ class Job(JobDescription):
         the job wrote, a table the job created); anything else is kept, and the run says so
         (a kept table: to ``on_notice`` at once, and in ``result.warnings``) or is refused (a
         folder that is not the job's).
+
+        ``from_savepoint`` starts a new checkpoint from a savepoint (``sparkstate savepoint``,
+        :func:`sparkstate.savepoints.take_savepoint`): its state, timers, watermark and source
+        position, with any partitions and either state backend. A savepoint that does not fit
+        the job is refused before anything runs (:class:`~sparkstate.errors.SavepointError`); a
+        state the savepoint holds and the job no longer declares is refused unless
+        ``allow_non_restored_state`` (then it is dropped).
         """
         from sparkstate.runtime.run_loop import run_job
 
@@ -103,4 +112,6 @@ class Job(JobDescription):
             until=until,
             fresh=fresh,
             on_notice=on_notice,
+            from_savepoint=None if from_savepoint is None else str(from_savepoint),
+            allow_non_restored_state=allow_non_restored_state,
         )

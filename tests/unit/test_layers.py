@@ -93,18 +93,22 @@ MAY_IMPORT = {
     "engine": {"api", "errors"},
     # source and sink specs: plain dataclasses (and the database protocol)
     "connectors": {"api", "errors", "fault_points"},
+    # savepoints: the portable format, written and read without Spark (taking and restoring
+    # one is runtime's)
+    "savepoint": {"api", "engine", "errors"},
     # the harness runs the engine in-process, without Spark
     "testing": {"api", "engine", "errors"},
     # the adapter onto Spark: runs the engine on the specs
-    "runtime": {"api", "engine", "connectors", "errors", "fault_points"},
+    "runtime": {"api", "engine", "connectors", "errors", "fault_points", "savepoint"},
     # reporting: reads what runtime hands it
-    "metrics": {"api", "engine", "connectors", "errors", "runtime"},
+    "metrics": {"api", "engine", "connectors", "errors", "runtime", "savepoint"},
     # Job = description + run() (runtime) + harness() (testing); a bare streaming DataFrame
     # given to .source() becomes a connectors DataFrameSource
-    "job": {"api", "engine", "connectors", "errors", "runtime", "testing"},
+    "job": {"api", "engine", "connectors", "errors", "runtime", "savepoint", "testing"},
     # the seed jobs: descriptions built with the public classes
     "jobs": {"api", "connectors", "errors", "job"},
-    "cli": {"api", "engine", "connectors", "errors", "runtime", "testing", "metrics", "job", "jobs", "sparkstate"},
+    "cli": {"api", "engine", "connectors", "errors", "runtime", "savepoint", "testing", "metrics", "job", "jobs",
+            "sparkstate"},
     # the public names; importing sparkstate must not start (or import) Spark
     "sparkstate": {"api", "connectors", "errors", "job", "testing"},
 }

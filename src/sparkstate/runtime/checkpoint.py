@@ -12,6 +12,7 @@ from typing import Any
 
 from sparkstate.errors import CheckpointMismatchError
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
+from sparkstate.savepoint.migration import type_info, value_type
 
 FORMAT_VERSION = 1
 
@@ -50,6 +51,8 @@ def job_metadata(job: Any, spec: Any, descriptors: list, settings: dict, path: s
         "state_backend": job.settings.state_backend,
         "plan": str(path),
         "state": {d.name: d.describe() for d in descriptors},
+        # what a savepoint needs to migrate values when a type changes (savepoint/migration.py)
+        "state_types": {d.name: type_info(value_type(d)) for d in descriptors},
         "settings": settings,
     }
 

@@ -83,14 +83,22 @@ def build_query(
     checkpoint: CheckpointDir,
     side_counts: dict[int, dict[str, int]] | None = None,
     warnings: list[str] | None = None,
+    restore: Any = None,
 ) -> Any:
-    """The configured ``DataStreamWriter`` of ``job``."""
+    """The configured ``DataStreamWriter`` of ``job``; with ``restore`` (``restore.py``), its
+    first batch also reads the savepoint's state and its source starts at the savepoint's offsets."""
     from sparkstate.runtime.spark_processor import GROUP_STATE_SCHEMA, KeyGroupFunction, KeyGroupProcessor
     from sparkstate.runtime.spark_sinks import attach_job
     from sparkstate.runtime.spark_sources import spark_source
 
     assert job.source_spec is not None and job.sink_spec is not None, "a validated job has a source and a sink"
-    packed = spark_source(job.source_spec).packed(spark, job, spec.end_watermark is not None, checkpoint.list_source_dir)
+    start = restore.savepoint.meta if restore is not None else None
+    packed = spark_source(job.source_spec).packed(
+        spark, job, spec.end_watermark is not None, checkpoint.list_source_dir, start)
+    if restore is not None:
+        from sparkstate.runtime.restore import restore_rows
+
+        packed = packed.union(restore_rows(spark, restore, watermark_delay_ms(job)))
     if spec.event_time:
         packed = packed.withWatermark("ts", f"{watermark_delay_ms(job)} milliseconds")
     # No filter for the end-of-input marker (blob NULL): Spark would push it below the

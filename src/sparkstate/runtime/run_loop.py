@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkstate.api.job import JobDescription as Job
+from sparkstate.api.job import WindowPath
 from sparkstate.connectors.database import bind_job_sinks
 from sparkstate.engine.compile import keyed_function
 from sparkstate.engine.operator import KeyedOperator
@@ -31,7 +32,7 @@ from sparkstate.runtime.checkpoint_stats import CheckpointRecorder, state_bytes
 from sparkstate.runtime.failures import batch_input, clean_failure
 from sparkstate.runtime.fresh import claim_outputs, parquet_sinks, start_fresh
 from sparkstate.runtime.interrupts import ctrl_c_stops
-from sparkstate.runtime.planner import NATIVE, plan
+from sparkstate.runtime.planner import NATIVE, PYTHON, Plan, plan
 from sparkstate.runtime.query import build_query, operator_spec, output_arrow
 from sparkstate.runtime.result import RunResult
 from sparkstate.runtime.run_lock import RunLock
@@ -77,6 +78,8 @@ def run_job(
     until: Callable[[RunResult], bool] | None = None,
     fresh: bool = False,
     on_notice: Callable[[str], None] | None = None,
+    from_savepoint: str | None = None,
+    allow_non_restored_state: bool = False,
 ) -> RunResult:
     """Run ``job`` until its bounded source is done, ``until(result)`` holds, ``timeout``
     passes, or Ctrl-C. ``fresh`` first deletes the job's checkpoint and outputs (only what
@@ -85,7 +88,11 @@ def run_job(
 
     The run holds the checkpoint directory's lock (``run_lock.py``) from before anything is
     deleted or set up until its query has stopped: a second run on the checkpoint fails at
-    once, naming this one."""
+    once, naming this one.
+
+    ``from_savepoint`` starts the new checkpoint from a savepoint's state, watermark and
+    source offsets (``restore.py``); it is checked before anything is written, and a run that
+    resumes a checkpoint restored from that savepoint just resumes."""
     from sparkstate.runtime.spark_session import get_spark
 
     if checkpoint_dir is None or str(checkpoint_dir).strip() == "":
@@ -99,7 +106,8 @@ def run_job(
     checkpoint = CheckpointDir.open(checkpoint_dir, spark)
     with checkpoint.lock(job.name) as lock:
         return _run_locked(job, checkpoint, lock, spark=spark, on_progress=on_progress, timeout=timeout,
-                           log_file=log_file, until=until, fresh=fresh, on_notice=on_notice)
+                           log_file=log_file, until=until, fresh=fresh, on_notice=on_notice,
+                           from_savepoint=from_savepoint, allow_non_restored_state=allow_non_restored_state)
 
 
 def _run_locked(
@@ -114,6 +122,8 @@ def _run_locked(
     until: Callable[[RunResult], bool] | None,
     fresh: bool,
     on_notice: Callable[[str], None] | None,
+    from_savepoint: str | None = None,
+    allow_non_restored_state: bool = False,
 ) -> RunResult:
     from sparkstate.runtime.spark_session import active_session, get_spark, local_cores, state_store_class
     from sparkstate.runtime.spark_sinks import check_file_sink, open_database_sinks
@@ -130,6 +140,9 @@ def _run_locked(
             columns = source_columns(spark, source)
         job = job.with_output_from(columns)
     chosen = plan(job)
+    if from_savepoint is not None and chosen.path == NATIVE and job.settings.window_path == WindowPath.AUTO:
+        # the native path keeps Spark SQL's own state, which a savepoint's cannot be written into
+        chosen = Plan(PYTHON, ("it restores a savepoint (the native path cannot take its state)",))
     # a window job's function is compiled here, once; the native path never runs it but
     # records its name and state in the checkpoint's metadata like the Python path
     function = keyed_function(job)
@@ -160,6 +173,15 @@ def _run_locked(
     settings = {"parallelism": partitions}
     result.plan = chosen.path
     meta = job_metadata(job, spec, descriptors, settings, chosen.path)
+    restore = None
+    if from_savepoint is not None and not _resumes_restore(checkpoint, from_savepoint):
+        from sparkstate.runtime.restore import prepare_restore
+
+        restore = prepare_restore(from_savepoint, meta, descriptors, checkpoint,
+                                  allow_non_restored_state=allow_non_restored_state, spark=spark)
+        meta["restored_from"] = restore.identity()
+        result.warnings += restore.notes
+        spec = replace(spec, restore=restore.plan, restored_watermark_ms=restore.watermark_ms)
     # a checkpoint of another job, a finished run and a read-only or full directory are
     # found before Spark starts (10 s and more on a small machine)
     result.warnings += check_or_write(checkpoint, meta)
@@ -184,7 +206,7 @@ def _run_locked(
 
         writer = build_native_query(job, spark, checkpoint, marker, result.batch_side_outputs, result.warnings)
     else:
-        writer = build_query(job, spec, spark, checkpoint, result.batch_side_outputs, result.warnings)
+        writer = build_query(job, spec, spark, checkpoint, result.batch_side_outputs, result.warnings, restore)
 
     recorder = CheckpointRecorder(checkpoint)
     seen = -1
@@ -235,6 +257,24 @@ def _run_locked(
                 pass
     take_progress()  # a batch that committed between the last look and the stop
     return result
+
+
+def _resumes_restore(checkpoint: CheckpointDir, location: str) -> bool:
+    """Whether the checkpoint was started from this savepoint and has committed batches since:
+    running it again with the same ``from_savepoint`` resumes it."""
+    if not checkpoint.has_metadata() or not checkpoint.committed_batches():
+        return False
+    try:
+        restored = checkpoint.read_metadata().get("restored_from") or {}
+    except (OSError, ValueError):
+        return False
+    return bool(restored) and str(restored.get("savepoint", "")).rstrip("/") == _normal(location)
+
+
+def _normal(location: str) -> str:
+    from sparkstate.runtime.storage import normalize
+
+    return normalize(location).rstrip("/")
 
 
 def _record_checkpoint(result: RunResult, recorder: CheckpointRecorder, p: dict) -> None:

@@ -56,6 +56,9 @@ META_STATE = "meta"
 BUCKETS_STATE = "buckets"
 #: the state row of the hashmap backend's applyInPandasWithState
 GROUP_STATE_SCHEMA = "group binary"
+#: the ``part`` of a packed row that carries a key group's state from a savepoint (its blob:
+#: the savepoint's Parquet file of the group), read in the first batch of a restored run
+RESTORE_PART = -1
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,10 @@ class OperatorSpec:
     side_outputs: tuple[str, ...] = ()
     #: the watermark strategy's timestamp function, when event time is not a column
     timestamp_assigner: Any = None
+    #: a restored run: how the savepoint's records become this job's (``runtime/restore.py``)
+    restore: Any = None
+    #: a restored run: the watermark (Spark's, ms) the savepoint's next batch would have run with
+    restored_watermark_ms: int = 0
 
     @property
     def output_ddl(self) -> str:
@@ -137,11 +144,20 @@ def _arrow_dtype(t: pa.DataType) -> Any:
     return None if pa.types.is_nested(t) else pd.ArrowDtype(t)
 
 
-def packed_rows(frames: Iterator[pd.DataFrame]) -> list[tuple[int, int, bytes | None]]:
+def packed_rows(frames: Iterator[pd.DataFrame]) -> tuple[list[tuple[int, int, bytes | None]], list[bytes]]:
+    """The packed event rows, and the savepoint state of the group (restore rows: their blobs)."""
     rows: list[tuple[int, int, bytes | None]] = []
     for frame in frames:
         rows.extend(zip(frame["part"].tolist(), frame["seq"].tolist(), frame["blob"].tolist()))
-    return rows
+    restore = [blob for part, _, blob in rows if part == RESTORE_PART and blob is not None]
+    if restore:
+        rows = [r for r in rows if r[0] != RESTORE_PART]
+    return rows, restore
+
+
+def unpack_input(frames: Iterator[pd.DataFrame]) -> tuple[Events, list[bytes]]:
+    rows, restore = packed_rows(frames)
+    return unpack_events(rows), restore
 
 
 # --------------------------------------------------------------------------- shared core
@@ -171,12 +187,17 @@ class KeyGroupRunner:
         )
         self.op.open()
 
-    def run(self, events: Events, watermark: int, now: int, state: GroupState, expired: int | None = None) -> pd.DataFrame | None:
+    def run(
+        self, events: Events, watermark: int, now: int, state: GroupState, expired: int | None = None,
+        restore: list[bytes] | None = None,
+    ) -> pd.DataFrame | None:
         # A key group allocates many short-lived dicts and no cycles; the cyclic GC would scan
         # them over and over (about 10% of the time). It runs again between key groups.
         gc.disable()
         try:
             stored = state.read_meta()
+            if restore and stored is None:
+                stored = self._restore(restore, state)
             meta = GroupMeta.loads(stored)
             store = KeyGroupStore(meta, state.read_bucket, self.spec.bucket_size)
             op = self.op
@@ -197,12 +218,30 @@ class KeyGroupRunner:
         finally:
             gc.enable()
 
+    def _restore(self, blobs: list[bytes], state: GroupState) -> bytes:
+        """Write the group's records from the savepoint into the (empty) state store, laid out
+        in buckets as this run's bucket size wants; the meta entry written is returned."""
+        meta = GroupMeta()
+        store = KeyGroupStore(meta, lambda b: None, self.spec.bucket_size)
+        keys = []
+        for blob in blobs:
+            for key, rec in self.spec.restore.records(blob):
+                store.record_for(key).update(rec)
+                keys.append(key)
+        writes = store.flush(keys)
+        dumped = meta.dumps()
+        state.write(writes, dumped)
+        return dumped
+
     def close(self) -> None:
         self.op.close()
 
     def watermark(self, reported: int) -> int:
         """Spark's watermark in Flink's terms."""
         spec = self.spec
+        # a restored run goes on from the savepoint's watermark; Spark's own starts again at 0
+        # and reaches it after the first batch (the restore rows carry it as their event time)
+        reported = max(reported, spec.restored_watermark_ms)
         if spec.end_watermark is not None and reported >= spec.end_watermark:
             return MAX_WATERMARK  # the end-of-input marker went by: Flink's final watermark
         # Spark reports 0 (or -1) until the first watermark exists; Flink's is Long.MIN_VALUE.
@@ -266,14 +305,17 @@ class KeyGroupProcessor(StatefulProcessor):
         self._state = _TwsState(self)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues) -> Iterator[pd.DataFrame]:
-        return self._run(unpack_events(packed_rows(rows)), timerValues, None)
+        events, restore = unpack_input(rows)
+        return self._run(events, timerValues, None, restore)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
         return self._run([], timerValues, expiredTimerInfo.getExpiryTimeInMs())
 
-    def _run(self, events: Events, timer_values: TimerValues, expired: int | None) -> Iterator[pd.DataFrame]:
+    def _run(
+        self, events: Events, timer_values: TimerValues, expired: int | None, restore: list[bytes] | None = None
+    ) -> Iterator[pd.DataFrame]:
         runner = self._runner
         now = timer_values.getCurrentProcessingTimeInMs()
         frame = runner.run(
@@ -282,6 +324,7 @@ class KeyGroupProcessor(StatefulProcessor):
             now if now >= 0 else _wall_clock_ms(),  # time mode "None" gives no clock
             self._state,
             expired,
+            restore,
         )
         if frame is not None:
             yield frame
@@ -342,9 +385,10 @@ class KeyGroupFunction:
         if self._runner is None:
             self._runner = KeyGroupRunner(self.spec, arrow_backed=False)
         runner = self._runner
-        events: Events = [] if state.hasTimedOut else unpack_events(packed_rows(frames))
+        events: Events
+        events, restore = ([], []) if state.hasTimedOut else unpack_input(frames)
         watermark = runner.watermark(state.getCurrentWatermarkMs()) if self.spec.event_time else MIN_WATERMARK
         now = state.getCurrentProcessingTimeMs() if self.spec.needs_clock else _wall_clock_ms()
-        frame = runner.run(events, watermark, now, _RowState(state))
+        frame = runner.run(events, watermark, now, _RowState(state), restore=restore)
         if frame is not None:
             yield frame

@@ -138,6 +138,19 @@ def _offset(value: Any) -> int:
     return int(value["offset"])
 
 
+START_OPTION = "start_offset"
+
+
+def _start_offset(options: Mapping[str, str]) -> int:
+    return int(options.get(START_OPTION) or 0)
+
+
+def start_options(start: dict | None) -> dict[str, str]:
+    """Options that make sparkstate's own sources start a new checkpoint at a savepoint's offset."""
+    offset = (start or {}).get("source_offset")
+    return {START_OPTION: str(_offset(offset))} if isinstance(offset, dict) and "offset" in offset else {}
+
+
 def make_packer(
     key_columns: Sequence[str], key_groups: int, time_column: str | None,
     timestamp_assigner: Callable[[dict], Any] | None = None, parser: Any = None, max_ahead_ms: int | None = None,
@@ -187,7 +200,9 @@ class GeneratorDataSource(DataSource):
         packer = _packer(self.options)
         raw = _raw_marker(self.options) if packer is None else None
         marker = (packer is not None and _marker(self.options)) or raw is not None
-        return GeneratorStreamReader(generator_from_options(self.options), packer, marker, raw)
+        reader = GeneratorStreamReader(generator_from_options(self.options), packer, marker, raw)
+        reader.start = _start_offset(self.options)
+        return reader
 
 
 def generator_options(gen: Generator) -> dict[str, str]:
@@ -206,9 +221,11 @@ class GeneratorStreamReader(DataSourceStreamReader):
         self.marker = marker and gen.has_end_marker
         self._t0: float | None = None
         self._base = 0
+        #: where a new checkpoint starts reading (a restored savepoint's offset)
+        self.start = 0
 
     def initialOffset(self) -> dict:
-        return {"offset": 0}
+        return {"offset": self.start}
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         s = _offset(start) if start else 0
@@ -270,7 +287,9 @@ class ListDataSource(DataSource):
         return PACKED_SCHEMA if self.options.get("pack_keys") else self.options["schema"]
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return ListStreamReader(self.options, _packer(self.options))
+        reader = ListStreamReader(self.options, _packer(self.options))
+        reader.start = _start_offset(self.options)
+        return reader
 
 
 def _to_micros(value: Any) -> Any:
@@ -295,9 +314,11 @@ class ListStreamReader(DataSourceStreamReader):
         wants = (packer is not None and _marker(options)) or self.raw_marker is not None
         self.marker = wants and options.get("end_of_input", "true") == "true"
         self.end = len(self.batches) + (2 if self.marker else 0)
+        #: where a new checkpoint starts reading (a restored savepoint's offset)
+        self.start = 0
 
     def initialOffset(self) -> dict:
-        return {"offset": 0}
+        return {"offset": self.start}
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         s = _offset(start) if start else 0
@@ -500,9 +521,11 @@ class SparkSource(Protocol):
         raw end-of-input marker of the native path)."""
         ...
 
-    def packed(self, spark: Any, job: Any, marker: bool, scratch_dir: str | None) -> Any:
+    def packed(self, spark: Any, job: Any, marker: bool, scratch_dir: str | None, start: dict | None = None) -> Any:
         """The job's input as packed rows (``PACKED_SCHEMA``); ``marker``: end with the
-        end-of-input marker (the job's function has timers)."""
+        end-of-input marker (the job's function has timers); ``start``: a restored
+        savepoint's metadata, whose source position the input starts after (where the
+        source can: see each binding)."""
         ...
 
 
@@ -539,8 +562,9 @@ class _Binding:
 class _PacksItself(_Binding):
     """sparkstate's own sources pack while they generate: the job's packing rides in the options."""
 
-    def packed(self, spark: Any, job: Any, marker: bool, scratch_dir: str | None) -> Any:
-        return self.raw(spark, scratch_dir, pack_options(job, marker))
+    def packed(self, spark: Any, job: Any, marker: bool, scratch_dir: str | None, start: dict | None = None) -> Any:
+        # offsets are a pure function of the range: a restore starts at the savepoint's offset
+        return self.raw(spark, scratch_dir, {**pack_options(job, marker), **start_options(start)})
 
 
 @spark_source.register(Generator)
@@ -600,9 +624,9 @@ class _Lines(_Binding):
     """Text sources: a ``value`` column of lines, parsed into events while packing (the job's
     only read of the source: a socket's lines are read once)."""
 
-    def packed(self, spark: Any, job: Any, marker: bool, scratch_dir: str | None) -> Any:
+    def packed(self, spark: Any, job: Any, marker: bool, scratch_dir: str | None, start: dict | None = None) -> Any:
         assigner = job.watermark.timestamp_assigner if job.watermark else None
-        lines = with_now(self.raw(spark, scratch_dir).select("value"), job)
+        lines = with_now(self._skip_read(self.raw(spark, scratch_dir), start).select("value"), job)
         # with a timestamp assigner, event time is the function's business, not a column's
         parser = self.spec.parser(job.key_columns, None if assigner else job.timestamp_column)
         packer = make_packer(
@@ -610,6 +634,10 @@ class _Lines(_Binding):
             job.settings.max_event_time_ahead,
         )
         return lines.mapInArrow(packer, PACKED_SCHEMA)
+
+    def _skip_read(self, df: Any, start: dict | None) -> Any:
+        """A socket cannot be read again: a restored run reads what the server sends next."""
+        return df
 
 
 @spark_source.register(SocketSource)
@@ -642,6 +670,16 @@ class _Files(_Lines):
             reader = reader.option("maxFilesPerTrigger", source.max_files_per_trigger)
         return reader.text(source.path)
 
+    def _skip_read(self, df: Any, start: dict | None) -> Any:
+        """A restored run reads only the files the savepoint's batch had not read (Spark's
+        file source reads a file whole in one batch, so a file was read or it was not)."""
+        done = (start or {}).get("source_files")
+        if not done:
+            return df
+        from pyspark.sql import functions as F
+
+        return df.where(~F.input_file_name().isin(list(done)))
+
 
 @spark_source.register(DataFrameSource)
 @dataclass(frozen=True)
@@ -653,7 +691,8 @@ class _DataFrame(_Binding):
     def _read(self, spark: Any, scratch_dir: str | None, options: dict[str, str]) -> Any:
         return self.spec.build(spark)
 
-    def packed(self, spark: Any, job: Any, marker: bool, scratch_dir: str | None) -> Any:
+    def packed(self, spark: Any, job: Any, marker: bool, scratch_dir: str | None, start: dict | None = None) -> Any:
+        # a DataFrame's position is its own (for example Kafka's startingOffsets): not ours to set
         df = self.raw(spark, scratch_dir)
         names, types = zip(*df.dtypes) if df.dtypes else ((), ())
         check_source_columns(job.name, job.key_columns, job.timestamp_column, names, types)

@@ -1,0 +1,195 @@
+"""Taking a savepoint from a checkpoint: the state of one committed micro-batch, read through
+Spark's state data source, written in sparkstate's own format (``savepoint/``).
+
+Everything in a savepoint comes from one committed batch ``N``: the state store's version
+``N`` (every key group's meta entry and buckets), the source offsets the offset log records
+for ``N`` (where its input ends), the watermark Spark computed after ``N`` (the commit log's
+``nextBatchWatermarkMs``, which the next batch runs with) and ``N``'s processing time. A
+restore therefore continues exactly where batch ``N + 1`` would have: same offsets, same
+watermark, same state and timers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import pickle
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from sparkstate.errors import SavepointError
+from sparkstate.runtime.checkpoint_dir import CheckpointDir
+from sparkstate.runtime.spark_processor import BUCKETS_STATE, META_STATE
+from sparkstate.runtime.storage import is_local, join
+from sparkstate.savepoint.files import Directory, LocalDirectory, SavepointWriter
+
+#: where the command line keeps savepoints unless told otherwise
+DEFAULT_SAVEPOINT_DIR = ".sparkstate/savepoints"
+
+
+def savepoint_name(job: str, batch: int, when_ms: int | None = None) -> str:
+    """``<job>-b<batch>-<UTC time>``: sorts by job, then batch."""
+    when = dt.datetime.fromtimestamp((when_ms or time.time() * 1000) / 1000, dt.UTC)
+    return f"{job}-b{batch:06d}-{when:%Y%m%dT%H%M%S}"
+
+
+def directory_of(location: str, spark: Any = None) -> Directory:
+    """A savepoint :class:`Directory` for a local path or a Hadoop URI."""
+    if is_local(location):
+        return LocalDirectory(location)
+    from sparkstate.runtime.hadoop_directory import HadoopDirectory
+
+    return HadoopDirectory(location, spark)
+
+
+def committed_watermark(checkpoint: CheckpointDir, batch: int) -> int:
+    """The watermark Spark computed after ``batch`` (what ``batch + 1`` runs with), in ms."""
+    try:
+        lines = checkpoint.storage.read_text(checkpoint.COMMITS, str(batch)).splitlines()
+        return int(json.loads(lines[1]).get("nextBatchWatermarkMs", 0))
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def batch_timestamp(checkpoint: CheckpointDir, batch: int) -> int | None:
+    """The processing time Spark gave ``batch`` (its offset log's ``batchTimestampMs``)."""
+    try:
+        lines = checkpoint.storage.read_text(checkpoint.OFFSETS, str(batch)).splitlines()
+        return int(json.loads(lines[1])["batchTimestampMs"])
+    except (OSError, ValueError, IndexError, KeyError):
+        return None
+
+
+def read_records(spark: Any, checkpoint: CheckpointDir, backend: str, batch: int) -> dict[int, list[tuple[Any, dict]]]:
+    """Every key group's records at ``batch``, through Spark's state data source (read-only)."""
+    from sparkstate.engine.keygroups import GroupMeta
+
+    reader = spark.read.format("statestore").option("path", checkpoint.root).option("batchId", batch)
+    blobs: dict[int, list[bytes]] = defaultdict(list)
+    if backend == "rocksdb":
+        metas = {r[0]: GroupMeta.loads(r[1]) for r in
+                 reader.option("stateVarName", META_STATE).load().select("key.kg", "value.v").toLocalIterator()}
+        rows = reader.option("stateVarName", BUCKETS_STATE).load().select("key.kg", "user_map_value.v")
+        for kg, blob in rows.toLocalIterator():
+            if blob:
+                blobs[kg].append(blob)
+    else:
+        metas = {}
+        for kg, group in reader.load().select("key.kg", "value.group").toLocalIterator():
+            meta_blob, buckets = pickle.loads(group)
+            metas[kg] = GroupMeta.loads(meta_blob)
+            blobs[kg].extend(b for b in buckets.values() if b)
+    out: dict[int, list[tuple[Any, dict]]] = {}
+    for kg, group_blobs in blobs.items():
+        records: list[tuple[Any, dict]] = []
+        for blob in group_blobs:
+            records.extend(pickle.loads(blob).items())
+        if records:
+            out[kg] = records
+    missing = sorted(set(out) - set(metas))
+    if missing:
+        raise SavepointError(f"checkpoint {checkpoint.root}, batch {batch}: key groups {missing} have buckets "
+                             "but no meta entry; the checkpoint's state is damaged")
+    return out
+
+
+def take_savepoint(
+    checkpoint_dir: str,
+    *,
+    target: str | None = None,
+    batch: int | None = None,
+    spark: Any = None,
+    savepoint_dir: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Write a savepoint of committed batch ``batch`` (default: the last) of the checkpoint at
+    ``checkpoint_dir`` to ``target`` (default: a new ``<savepoint_dir>/<job>-b<batch>-<time>``,
+    ``savepoint_dir`` defaulting to ``savepoints/`` beside the checkpoint). Returns the
+    savepoint's metadata, ``location`` included."""
+    from sparkstate.runtime.spark_session import get_spark
+
+    checkpoint = CheckpointDir.open(checkpoint_dir, spark)
+    if not checkpoint.has_metadata():
+        raise SavepointError(f"{checkpoint.root} is not a sparkstate checkpoint (it has no sparkstate.json); "
+                             "give the checkpoint directory of a job that ran")
+    job_meta = checkpoint.read_metadata()
+    if job_meta.get("plan") == "native":
+        raise SavepointError(
+            f"job {job_meta.get('job')!r} ran on the native window path (Spark SQL's own aggregation state, which "
+            "has no key groups), so its state cannot be saved; run it with window_path='python' "
+            "(--window-path python) to take savepoints"
+        )
+    committed = checkpoint.committed_batches()
+    if not committed:
+        raise SavepointError(f"checkpoint {checkpoint.root} has no committed batch yet: there is no state to save; "
+                             "run the job until a batch commits")
+    if batch is None:
+        batch = committed[-1]
+    elif batch not in committed:
+        raise SavepointError(
+            f"batch {batch} is not a committed batch the checkpoint {checkpoint.root} retains "
+            f"(it retains {committed[0]}..{committed[-1]}); choose one of those with --batch"
+        )
+    spark = spark or get_spark()
+    started = time.monotonic()
+    groups = read_records(spark, checkpoint, job_meta.get("state_backend", "rocksdb"), batch)
+    read_s = time.monotonic() - started
+    offsets = checkpoint.batch_source_offsets(batch) or []
+    name = savepoint_name(job_meta["job"], batch)
+    if target is None:
+        base = savepoint_dir or join(str(Path(checkpoint.root).parent) if is_local(checkpoint.root)
+                                     else checkpoint.root.rsplit("/", 1)[0], "savepoints")
+        target = join(base, name)
+    states = sorted(job_meta.get("state", {}))
+    meta = {
+        "id": name,
+        "job": job_meta["job"],
+        "function": job_meta.get("function"),
+        "key_columns": job_meta.get("key_columns"),
+        "key_groups": job_meta.get("key_groups"),
+        "bucket_size": job_meta.get("bucket_size"),
+        "state": {n: job_meta["state"][n] for n in states},
+        "state_types": job_meta.get("state_types", {}),
+        "source": job_meta.get("source"),
+        "source_offset": offsets[0] if offsets else None,
+        "source_files": checkpoint.source_files(0, -1, batch) if _is_file_source(job_meta) else None,
+        "batch": batch,
+        "watermark_ms": committed_watermark(checkpoint, batch),
+        "processing_time_ms": batch_timestamp(checkpoint, batch),
+        "checkpoint": checkpoint.root,
+        "state_backend": job_meta.get("state_backend"),
+        "partitions": (job_meta.get("settings") or {}).get("parallelism"),
+        "time_mode": job_meta.get("time_mode"),
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "sparkstate_version": _version("sparkstate"),
+        "spark_version": spark.version,
+        **(extra or {}),
+    }
+    writer = SavepointWriter(directory_of(target, spark), meta, states)
+    try:
+        for kg in sorted(groups):
+            writer.add_group(kg, groups[kg])
+        written = writer.publish()
+    except BaseException:
+        writer.abort()
+        raise
+    written["location"] = target
+    written["read_seconds"] = read_s
+    written["seconds"] = time.monotonic() - started
+    return written
+
+
+def _is_file_source(job_meta: dict) -> bool:
+    source = job_meta.get("source")
+    return isinstance(source, dict) and source.get("type") == "FileSource"
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import version
+
+    try:
+        return version(package)
+    except Exception:
+        return "?"
