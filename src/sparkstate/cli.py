@@ -327,5 +327,157 @@ def _print_results(path: str, key: str, order: str | None) -> None:
     console.print(results_table(rows, f"top {len(rows)} {key} by {order or key} (output: {path})"))
 
 
+# --------------------------------------------------------------------------- offline state
+
+
+@main.command("savepoints")
+@click.argument("directory", metavar="[DIR]", required=False)
+def list_savepoints(directory: str | None) -> None:
+    """List savepoints: job, batch, time, keys, size, source offset, watermark.
+
+    DIR is a folder of savepoints (or one savepoint) [.sparkstate/savepoints and
+    .sparkstate/*/savepoints]. Reads local files only; Spark is not started.
+    """
+    import json
+
+    from sparkstate.metrics.progress import human_bytes
+    from sparkstate.savepoint.files import INPROGRESS_SUFFIX, LocalDirectory, open_savepoint
+    from sparkstate.savepoint.format import METADATA_FILE
+    from sparkstate.savepoint.reader import watermark_text
+
+    if directory is not None and "://" in directory and not directory.startswith("file:"):
+        errors.print(labelled("error:", "red", f"{directory}: `sparkstate savepoints` lists local folders only; for a "
+                              "Hadoop URI, `sparkstate state URI` describes one savepoint (through Spark)"), soft_wrap=True)
+        sys.exit(1)
+    folders = [Path(directory.removeprefix("file://"))] if directory else [
+        Path(".sparkstate") / "savepoints", *sorted(Path(".sparkstate").glob("*/savepoints"))]
+    found: list[Path] = []
+    unfinished: list[Path] = []
+    for folder in folders:
+        if (folder / METADATA_FILE).is_file():
+            found.append(folder)
+        elif folder.is_dir():
+            for entry in sorted(folder.iterdir()):
+                if (entry / METADATA_FILE).is_file():
+                    found.append(entry)
+                elif entry.name.endswith(INPROGRESS_SUFFIX):
+                    unfinished.append(entry)
+    rows = []
+    for path in found:
+        try:
+            rows.append((path, open_savepoint(LocalDirectory(path)).meta))
+        except SparkStateError as exc:
+            errors.print(labelled("warning:", "yellow", exc), soft_wrap=True)
+    for path in unfinished:
+        errors.print(labelled("note:", "yellow", f"{path} is a savepoint that was never finished (its writer stopped); "
+                              "it is never read, and can be deleted"), soft_wrap=True)
+    if not rows:
+        where = directory or ".sparkstate/savepoints, .sparkstate/*/savepoints"
+        errors.print(labelled("error:", "red", f"no savepoints in {where}: take one with `sparkstate savepoint JOB`, "
+                              "or give their folder"), soft_wrap=True)
+        sys.exit(1)
+    rows.sort(key=lambda r: (str(r[1].get("job")), str(r[1].get("created") or "")))
+    table = Table(title=f"{len(rows)} savepoint{'s' if len(rows) != 1 else ''}", title_justify="left")
+    for name in ("savepoint", "job", "batch", "time (UTC)", "keys", "size", "source offset", "watermark"):
+        table.add_column(name, justify="right" if name in ("batch", "keys", "size") else "left")
+    for path, meta in rows:
+        batch = meta.get("batch")
+        offset = meta.get("source_offset")
+        table.add_row(
+            text(path), text(meta.get("job")),
+            text("bootstrap" if batch is None else batch),
+            text(str(meta.get("created") or "?").replace("T", " ").removesuffix("+00:00")),
+            text(f"{meta.get('keys', 0):,}"), text(human_bytes(meta.get("bytes"))),
+            text("start" if offset is None else json.dumps(offset, separators=(",", ":"))),
+            text(watermark_text(meta.get("watermark_ms"))),
+        )
+    out = console if console.is_terminal else Console(highlight=False, width=200)
+    out.print(table)
+
+
+@main.command("state")
+@click.argument("path", metavar="PATH")
+@click.option("--key", "key", metavar="K",
+              help="One key's state and timers: its JSON text (\"m1\", 42, a multi-column key as [\"a\", 1]) or a plain string.")
+@click.option("--state", "state_name", metavar="NAME", help="One state descriptor: its first rows (with --key: that key's).")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Rows to print with --state.")
+@click.option("--timers", is_flag=True, help="The first rows of the timers.")
+@click.option("--batch", type=click.IntRange(min=0), help="A checkpoint's committed batch [the last].")
+def show_state(path: str, key: str | None, state_name: str | None, limit: int, timers: bool, batch: int | None) -> None:
+    """Print the state in a savepoint, or in a stopped job's checkpoint (read through Spark).
+
+    Without --key, --state or --timers: what PATH holds (job, states, keys, watermark, source offset).
+    """
+    from sparkstate.savepoint.format import METADATA_FILE
+
+    try:
+        local = Path(path.removeprefix("file://")) if "://" not in path or path.startswith("file://") else None
+        if local is not None and (local / METADATA_FILE).is_file() and batch is None:
+            from sparkstate.savepoint.reader import read_savepoint
+
+            reader = read_savepoint(local)
+        elif local is not None and not (local / "sparkstate.json").is_file() and batch is None:
+            from sparkstate.savepoint.reader import read_savepoint
+
+            reader = read_savepoint(local)  # says what is wrong: missing, unfinished, not a savepoint
+        else:
+            from sparkstate.runtime.state_frames import open_state
+
+            console.print(text(f"reading {path} through Spark's state data source (starting Spark takes a few seconds)..."))
+            reader = open_state(path, batch=batch)
+        if key is not None:
+            _print_key(reader, key, state_name)
+        elif state_name is not None:
+            _print_frame(reader.state(state_name, limit), f"{state_name} ({reader.states[state_name]}): first {limit} rows"
+                         f" of {reader.location}", limit)
+        elif timers:
+            _print_frame(reader.timers(limit), f"timers: first {limit} rows of {reader.location}", limit)
+        else:
+            table = Table(show_header=False, box=None)
+            for name, value in reader.describe():
+                table.add_row(text(name, "bold"), text(value))
+            console.print(table)
+            console.print("--key K shows one key's state and timers; --state NAME the rows of one state; --timers the timers.")
+    except SparkStateError as exc:
+        errors.print(labelled("error:", "red", exc), soft_wrap=True)
+        sys.exit(1)
+
+
+def _print_key(reader, key: str, state_name: str | None) -> None:  # type: ignore[no-untyped-def]
+    """One key's state and timers (``--key``), or says which keys there are."""
+    import json
+
+    from sparkstate.errors import SavepointError
+
+    if state_name is not None and state_name not in reader.states:
+        reader.state(state_name, 0)  # raises, naming the states there are
+    found = reader.find(key)
+    if not found:
+        sample = reader.state(next(iter(reader.states)), 3) if reader.states else None
+        examples = "" if sample is None or not len(sample) else (
+            "; keys look like " + ", ".join(json.dumps(list(r) if len(r) > 1 else r[0], default=str)
+                                            for r in sample[reader.key_columns].itertuples(index=False, name=None)))
+        raise SavepointError(f"{reader.location} holds no state for key {key!r} (key columns {reader.key_columns}){examples}")
+    for ks in found:
+        if state_name is not None:
+            ks.state = {n: v for n, v in ks.state.items() if n == state_name}
+            if state_name != "windows":
+                ks.windows = []
+        console.print(text("\n".join(ks.lines())), soft_wrap=True)
+
+
+def _print_frame(frame, title: str, limit: int) -> None:  # type: ignore[no-untyped-def]
+    table = Table()
+    for name in frame.columns:
+        table.add_column(text(name))
+    for row in frame.head(limit).itertuples(index=False, name=None):
+        table.add_row(*(text(v if isinstance(v, str) else repr(v)) for v in row))
+    out = console if console.is_terminal else Console(highlight=False, width=200)
+    out.print(text(title), soft_wrap=True)
+    out.print(table)
+    if not len(frame):
+        out.print("(no rows)")
+
+
 if __name__ == "__main__":
     main()
