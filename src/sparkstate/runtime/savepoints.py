@@ -77,7 +77,10 @@ def read_records(spark: Any, checkpoint: CheckpointDir, backend: str, batch: int
                 blobs[kg].append(blob)
     else:
         metas = {}
-        for kg, group in reader.load().select("key.kg", "value.group").toLocalIterator():
+        from sparkstate.runtime.state_reader import hashmap_group_column
+
+        frame = reader.load()
+        for kg, group in frame.select("key.kg", hashmap_group_column(frame)).toLocalIterator():
             meta_blob, buckets = pickle.loads(group)
             metas[kg] = GroupMeta.loads(meta_blob)
             blobs[kg].extend(b for b in buckets.values() if b)

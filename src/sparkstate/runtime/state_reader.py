@@ -23,8 +23,17 @@ def group_metas(spark: Any, checkpoint_dir: str | Path, state_backend: str) -> d
     if state_backend == "rocksdb":
         rows = reader.option("stateVarName", META_STATE).load().select("key.kg", "value.v").collect()
         return {r[0]: GroupMeta.loads(r[1]) for r in rows}
-    rows = reader.load().select("key.kg", "value.group").collect()
+    frame = reader.load()
+    rows = frame.select("key.kg", hashmap_group_column(frame)).collect()
     return {r[0]: GroupMeta.loads(pickle.loads(r[1])[0]) for r in rows}
+
+
+def hashmap_group_column(frame: Any) -> str:
+    """The column of a key group's pickled state in the state data source's rows of the
+    hashmap backend (``applyInPandasWithState``): Spark nests the state in ``groupState``
+    (beside ``timeoutTimestamp`` when the query has timeouts)."""
+    names = frame.schema["value"].dataType.names
+    return "value.group" if "group" in names else "value.groupState.group"
 
 
 def count_keys(spark: Any, checkpoint_dir: str | Path, state_backend: str) -> int | None:
