@@ -77,6 +77,8 @@ from sparkstate.errors import (
     TimerError,
 )
 from sparkstate.job import Job
+from sparkstate.savepoint.bootstrap import write_savepoint
+from sparkstate.savepoint.reader import read_savepoint
 from sparkstate.testing import KeyedHarness
 
 __version__ = "0.1.0"
@@ -154,4 +156,6 @@ __all__ = [
     "WindowAssigner",
     "WindowContext",
     "agg",
+    "read_savepoint",
+    "write_savepoint",
 ]
