@@ -45,7 +45,8 @@ from sparkstate.savepoint.files import Directory, LocalDirectory, SavepointWrite
 from sparkstate.savepoint.migration import type_info, value_type
 from sparkstate.savepoint.reader import DOMAIN_NAMES, kind_of
 
-_DOMAINS = {**{v: k for k, v in DOMAIN_NAMES.items()}, "event": 0, "processing": 1, 0: 0, 1: 1}
+#: what a timers frame's ``domain`` may say, and the domain's number
+_DOMAINS: dict[Any, int] = {**{v: k for k, v in DOMAIN_NAMES.items()}, "event": 0, "processing": 1, 0: 0, 1: 1}
 
 
 def key_arrow_types(job: JobDescription, frame: pd.DataFrame | None = None) -> list[pa.DataType]:
@@ -64,7 +65,9 @@ def key_arrow_types(job: JobDescription, frame: pd.DataFrame | None = None) -> l
     return [table.schema.field(c).type for c in job.key_columns]
 
 
-def key_groups_of(keys: pd.DataFrame, key_columns: list[str], types: list[pa.DataType], key_groups: int) -> tuple[np.ndarray, list[Any]]:
+def key_groups_of(
+    keys: pd.DataFrame, key_columns: list[str], types: list[pa.DataType], key_groups: int,
+) -> tuple[np.ndarray, list[Any]]:
     """Each row's key group, and its key as the engine holds it (a value, or a tuple for
     several columns; timestamps as epoch ms)."""
     columns = []
