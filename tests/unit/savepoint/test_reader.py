@@ -21,14 +21,16 @@ STATES = {"total": "ValueState[float]", "recent": "ListState[int]", "features": 
           "max": "ReducingState[float]"}
 
 
-def write(path, records, *, key_columns=("merchant_id",), states=STATES, function="RunningSum", key_groups=16, **meta):
-    """A savepoint of ``records`` (``{key: record}``), each key in the engine's key group."""
+def write(path, records, *, key_columns=("merchant_id",), states=STATES, function="RunningSum", key_groups=16,
+          group=None, **meta):
+    """A savepoint of ``records`` (``{key: record}``), each key in the engine's key group
+    (or the one ``group`` says)."""
     base = {"job": "j", "function": function, "key_columns": list(key_columns), "key_groups": key_groups,
             "state": dict(states), "batch": 3, "watermark_ms": 1_000, "source_offset": {"offset": 10}, **meta}
     writer = SavepointWriter(LocalDirectory(path), base, sorted(states))
     groups: dict[int, list] = {}
     for key, rec in records.items():
-        kg = meta.get("group", {}).get(key) if "group" in meta else key_group_of(key, key_groups)
+        kg = group[key] if group is not None else key_group_of(key, key_groups)
         groups.setdefault(kg, []).append((key, rec))
     for kg in sorted(groups):
         writer.add_group(kg, groups[kg])
@@ -212,3 +214,40 @@ def test_two_int_key_columns_tell_panes_from_sessions_by_their_timers(tmp_path):
 
 def test_frames_are_pandas(savepoint):
     assert isinstance(read_state(savepoint, "total"), pd.DataFrame)
+
+
+def _window_job(assigner, key_columns=("k",)):
+    from sparkstate import Job, ListSource, WatermarkStrategy, agg
+
+    return (Job("w").source(ListSource([], schema="k string, n bigint, n2 bigint, ts timestamp, v double",
+                                        time_column="ts"),
+                            watermark=WatermarkStrategy.for_bounded_out_of_orderness(0))
+            .key_by(*key_columns).window(assigner).aggregate(agg.count(), agg.sum("v")))
+
+
+@pytest.mark.parametrize("key_columns", [("k",), ("n", "n2")])
+def test_the_engines_window_records_read_as_windows(tmp_path, key_columns):
+    # the records the window operator keeps (run in the harness), saved and read back
+    from sparkstate import EventTimeSessionWindows, TumblingEventTimeWindows
+
+    events = [{"k": "a", "n": 1, "n2": 2, "ts": 1_000, "v": 1.0}, {"k": "a", "n": 1, "n2": 2, "ts": 2_000, "v": 2.0},
+              {"k": "b", "n": 3, "n2": 4, "ts": 61_000, "v": 5.0}]
+    key = (lambda e: e["k"]) if len(key_columns) == 1 else (lambda e: (e["n"], e["n2"]))
+    for assigner, expected in [
+        (TumblingEventTimeWindows.of(60_000), {(key(events[0]), 0, 60_000, 2), (key(events[2]), 60_000, 120_000, 1)}),
+        (EventTimeSessionWindows.with_gap(10_000),
+         {(key(events[0]), 1_000, 12_000, 2), (key(events[2]), 61_000, 71_000, 1)}),
+    ]:
+        job = _window_job(assigner, key_columns)
+        h = job.harness()
+        for ev in events:
+            h.process_element({c: ev[c] for c in (*key_columns, "ts", "v")})
+        sp = tmp_path / f"{type(assigner).__name__}-{len(key_columns)}"
+        write(sp, dict(h.records), key_columns=key_columns, function="WindowOperator", states=WINDOW_STATES,
+              group={k: 0 for k in h.records})
+        frame = read_state(sp, "windows")
+        got = set()
+        for row in frame.itertuples(index=False, name=None):
+            *k, start, end, acc = row
+            got.add((k[0] if len(k) == 1 else tuple(k), start, end, acc[0]))
+        assert got == expected, assigner
