@@ -5,8 +5,10 @@ savepoint."""
 from __future__ import annotations
 
 import pandas as pd
+from click.testing import CliRunner
 
 from sparkstate import Job, KeyedProcessFunction, ListSource, MemorySink, ValueStateDescriptor
+from sparkstate.cli import main
 from sparkstate.runtime.state_frames import read_checkpoint, read_state_spark, write_savepoint
 from sparkstate.runtime.state_reader import count_keys
 
@@ -53,6 +55,11 @@ def test_a_job_restored_from_a_bootstrapped_savepoint_starts_with_its_state(spar
     assert reader.meta["batch"] == max(c.batch_id for c in result.checkpoints)
     # the hashmap backend's rows nest a group's state in groupState: its key count reads too
     assert count_keys(spark, tmp_path / "ck", "hashmap") == 3
+
+    # the command line reads it too (in the session that runs)
+    shown = CliRunner().invoke(main, ["state", str(tmp_path / "ck"), "--key", "b"], terminal_width=200)
+    assert shown.exit_code == 0, shown.output
+    assert "through Spark" in shown.output and 'key "b"' in shown.output and "55.0" in shown.output
 
     spark_rows = read_state_spark(spark, str(tmp_path / "opening"), "balance").collect()
     assert sorted((r.account, r.value) for r in spark_rows) == [("a", 100.0), ("b", 50.0)]
