@@ -42,6 +42,7 @@ from sparkstate.engine.events import hash_keys
 from sparkstate.engine.operator import KeyedOperator
 from sparkstate.errors import SavepointError
 from sparkstate.savepoint.files import Directory, LocalDirectory, SavepointWriter
+from sparkstate.savepoint.format import MISSING
 from sparkstate.savepoint.migration import type_info, value_type
 from sparkstate.savepoint.reader import DOMAIN_NAMES, kind_of
 
@@ -99,17 +100,17 @@ def _pandas(frame: Any, what: str) -> pd.DataFrame:
     raise SavepointError(f"{what}: expected a pandas or Spark DataFrame, got {type(frame).__name__}")
 
 
-def _present(value: Any) -> bool:
-    if value is None:
-        return False
-    try:
-        return not bool(pd.isna(value))
-    except (TypeError, ValueError):  # a list or array: present
-        return True
+def _values(frame: pd.DataFrame, column: str) -> list[Any]:
+    """A column's values as Python objects, ``MISSING`` where null (NaN, None, NaT)."""
+    present = frame[column].notna().tolist()
+    return [v if p else MISSING for v, p in zip(frame[column].tolist(), present)]
 
 
 def _checker(tp: Any, what: str) -> Any:
     check = make_type_check(tp, what)
+
+    if check is None and tp is not float:
+        return lambda value: value.item() if isinstance(value, np.generic) else value
 
     def convert(value: Any) -> Any:
         if isinstance(value, np.generic):
@@ -138,24 +139,24 @@ def _state_values(desc: StateDescriptor, frame: pd.DataFrame, keys: list[Any], w
         convert = _checker(value_type(desc), f"{where}: an element")
         order = frame["index"].tolist() if "index" in frame.columns else range(len(frame))
         elements: dict[Any, list[tuple[Any, int, Any]]] = defaultdict(list)
-        for row, (key, pos, value) in enumerate(zip(keys, order, frame["value"].tolist())):
-            if _present(value):
+        for row, (key, pos, value) in enumerate(zip(keys, order, _values(frame, "value"))):
+            if value is not MISSING:
                 elements[key].append((pos, row, convert(value)))
         return {k: [v for _, _, v in sorted(items, key=lambda e: (e[0], e[1]))] for k, items in elements.items()}
     if kind == "MapState":
         assert isinstance(desc, MapStateDescriptor)
         convert_key = _checker(desc.key_type, f"{where}: a map key")
         convert = _checker(desc.value_type, f"{where}: a map value")
-        for key, map_key, value in zip(keys, frame["map_key"].tolist(), frame["value"].tolist()):
+        for key, map_key, value in zip(keys, frame["map_key"].tolist(), _values(frame, "value")):
             entries = out.setdefault(key, {})
             map_key = convert_key(map_key)
             if map_key in entries:
                 raise SavepointError(f"{where}: key {key!r} has map key {map_key!r} twice")
-            entries[map_key] = convert(value) if _present(value) else None
+            entries[map_key] = None if value is MISSING else convert(value)
         return out
     convert = _checker(value_type(desc), f"{where}: a value")
-    for key, value in zip(keys, frame["value"].tolist()):
-        if not _present(value):
+    for key, value in zip(keys, _values(frame, "value")):
+        if value is MISSING:
             continue
         if key in out:
             raise SavepointError(f"{where}: key {key!r} has two rows; {desc.describe()} holds one value per key")

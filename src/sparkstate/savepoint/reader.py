@@ -43,7 +43,7 @@ from sparkstate.api.time import TimeDomain
 from sparkstate.engine.events import iso_time, key_group_of
 from sparkstate.errors import SavepointError
 from sparkstate.savepoint.files import Directory, LocalDirectory, Savepoint, open_savepoint
-from sparkstate.savepoint.format import KEY_COLUMN, KEY_TEXT_COLUMN, MISSING, decode_state_column, key_text
+from sparkstate.savepoint.format import KEY_COLUMN, MISSING, TIMERS_COLUMN, decode_state_column, key_text
 
 #: the state a window job keeps its windows' contents in (``engine/windows.py``)
 WINDOWS_STATE = "windows"
@@ -70,8 +70,11 @@ class _Groups:
             if name in rec:
                 yield key, rec[name]
 
-    def key_texts(self, kg: int) -> list[str]:
-        return [key_text(key) for key, _ in self.records(kg)]
+    def timers(self, kg: int) -> Iterator[tuple[Any, set[tuple[int, int]]]]:
+        """``(key, timers)`` of the records of a group that have timers."""
+        for key, rec in self.records(kg):
+            if rec.get(TIMERS_FIELD):
+                yield key, rec[TIMERS_FIELD]
 
 
 class _SavepointGroups(_Groups):
@@ -92,9 +95,11 @@ class _SavepointGroups(_Groups):
             if value is not MISSING:
                 yield pickle.loads(blob), value
 
-    def key_texts(self, kg: int) -> list[str]:
-        texts: list[str] = self.savepoint.table(kg).column(KEY_TEXT_COLUMN).to_pylist()
-        return texts
+    def timers(self, kg: int) -> Iterator[tuple[Any, set[tuple[int, int]]]]:
+        table = self.savepoint.table(kg)
+        for blob, timers in zip(table.column(KEY_COLUMN).to_pylist(), table.column(TIMERS_COLUMN).to_pylist()):
+            if timers:
+                yield pickle.loads(blob), {(t["domain"], t["timestamp"]) for t in timers}
 
 
 class _RecordGroups(_Groups):
@@ -233,16 +238,16 @@ class StateReader:
         windows = self.is_window_job
         columns = self.key_columns + ["domain", "timestamp"] + (["window_start", "window_end"] if windows else [])
         rows: list[list[Any]] = []
-        for _kg, key, rec in self.records():
-            timers = rec.get(TIMERS_FIELD)
-            if not timers:
-                continue
-            pane = windows and self._is_pane(key, rec)
-            head = [None] * len(self.key_columns) if pane else self._key_values(key)
-            tail = list(key) if pane else [None, None] if windows else []
-            rows.extend([*head, DOMAIN_NAMES.get(d, str(d)), ts, *tail] for d, ts in sorted(timers))
-            if limit is not None and len(rows) >= limit:
-                return _frame(rows[:limit], columns)
+        for kg in self._groups.key_groups:
+            # a window job's records say whether their key is a window; other timers need no records
+            found = ((k, r[TIMERS_FIELD], self._is_pane(k, r)) for k, r in self._groups.records(kg)
+                     if r.get(TIMERS_FIELD)) if windows else ((k, t, False) for k, t in self._groups.timers(kg))
+            for key, timers, pane in found:
+                head = [None] * len(self.key_columns) if pane else self._key_values(key)
+                tail = list(key) if pane else [None, None] if windows else []
+                rows.extend([*head, DOMAIN_NAMES.get(d, str(d)), ts, *tail] for d, ts in sorted(timers))
+                if limit is not None and len(rows) >= limit:
+                    return _frame(rows[:limit], columns)
         return _frame(rows, columns)
 
     def _window_frame(self, limit: int | None) -> pd.DataFrame:
