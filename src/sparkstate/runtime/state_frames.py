@@ -89,10 +89,11 @@ def read_state_spark(spark: Any, location: str, name: str, batch: int | None = N
 def open_state(location: str | os.PathLike[str], batch: int | None = None, spark: Any = None) -> StateReader:
     """A savepoint, or a checkpoint's committed batch (``batch``; through Spark), for reading."""
     from sparkstate.runtime.savepoints import directory_of
-    from sparkstate.runtime.storage import is_local
+    from sparkstate.runtime.storage import is_local, normalize
 
     where = str(location)
     local = is_local(where)
+    where = normalize(where) if local else where  # a file:// URI as its path
     directory = directory_of(where, None if local else _spark(spark))
     if directory.exists("_savepoint.json") or not directory.exists():
         if batch is not None:
@@ -111,10 +112,11 @@ def write_savepoint(job: Any, state: Mapping[str, Any], path: str, *, timers: An
     """:func:`sparkstate.savepoint.bootstrap.write_savepoint` to a local path or any Hadoop URI
     (``hdfs://``, ``s3a://``...), from pandas or Spark DataFrames."""
     from sparkstate.runtime.savepoints import directory_of
-    from sparkstate.runtime.storage import is_local
+    from sparkstate.runtime.storage import is_local, normalize
     from sparkstate.savepoint.bootstrap import write_savepoint as write
 
-    directory = directory_of(path, None if is_local(path) else _spark(spark))
+    local = is_local(path)
+    directory = directory_of(normalize(path) if local else path, None if local else _spark(spark))
     meta = write(job, state, directory, timers=timers)
     meta["location"] = path
     return meta
