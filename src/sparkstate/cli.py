@@ -369,8 +369,8 @@ def list_savepoints(directory: str | None) -> None:
         except SparkStateError as exc:
             errors.print(labelled("warning:", "yellow", exc), soft_wrap=True)
     for path in unfinished:
-        errors.print(labelled("note:", "yellow", f"{path} is a savepoint that was never finished (its writer stopped); "
-                              "it is never read, and can be deleted"), soft_wrap=True)
+        errors.print(labelled("note:", "yellow", f"{path} is an unfinished savepoint (being written now, or its "
+                              "writer stopped); it is never read, and once no writer runs it can be deleted"), soft_wrap=True)
     if not rows:
         where = directory or ".sparkstate/savepoints, .sparkstate/*/savepoints"
         errors.print(labelled("error:", "red", f"no savepoints in {where}: take one with `sparkstate savepoint JOB`, "

@@ -49,7 +49,7 @@ def test_savepoints_lists_a_folder(savepoint):
     row = next(line for line in result.output.splitlines() if "ledger-opening" in line)
     for cell in ("ledger", "bootstrap", " 3 ", "KB", "start", "none"):
         assert cell in row, (cell, row)
-    assert "broken.inprogress is a savepoint that was never finished" in result.output
+    assert "broken.inprogress is an unfinished savepoint" in result.output
 
 
 def test_savepoints_finds_the_default_folders(savepoint, tmp_path, monkeypatch):
