@@ -99,11 +99,6 @@ def test_a_refused_restore_writes_nothing_to_the_new_checkpoint(spark, tmp_path)
     take_savepoint(str(tmp_path / "ck1"), target=str(tmp_path / "sp"), spark=spark)
 
     def dropped():  # version 1 without its "acc" state
-        @dataclass
-        class Acc:
-            total: int
-            n: int
-
         class Counts(KeyedProcessFunction):
             def open(self, ctx):
                 self.count = ctx.get_state(ValueStateDescriptor("count", int, default=0))

@@ -93,8 +93,8 @@ def type_name(tp: Any) -> str:
             return f"Optional[{type_name(inner)}]"
         return " | ".join(type_name(a) for a in args)
     if origin is not None:
-        args = ", ".join("..." if a is Ellipsis else type_name(a) for a in typing.get_args(tp))
-        return f"{type_name(origin)}[{args}]"
+        shown = ", ".join("..." if a is Ellipsis else type_name(a) for a in typing.get_args(tp))
+        return f"{type_name(origin)}[{shown}]"
     if tp is Any:
         return "Any"
     return getattr(tp, "__name__", None) or repr(tp)

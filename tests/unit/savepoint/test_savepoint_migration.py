@@ -1,3 +1,4 @@
+# ruff: noqa: UP045  (Optional[X] is what users write: it is tested as such)
 """Value-type evolution on restore (savepoint/migration.py): compatible changes are migrated,
 values rebuilt as the job's types; incompatible ones are refused naming the state, the field
 and both types."""

@@ -92,3 +92,20 @@ def test_a_bad_savepoint_with_fresh_deletes_nothing(tmp_path):
     (checkpoint / "offsets" / "0").write_text("v1")
     msg = refused(tmp_path, tmp_path / "nope", fresh=True)
     assert "does not exist" in msg and (checkpoint / "offsets" / "0").exists()
+
+
+def test_fresh_with_the_savepoint_a_checkpoint_came_from_checks_and_restores_it_again(tmp_path, monkeypatch):
+    sp = savepoint(tmp_path)
+    (sp / "state" / "kg-00001.parquet").write_bytes(b"PAR1")
+    checkpoint = tmp_path / "ck"
+    (checkpoint / "commits").mkdir(parents=True)
+    (checkpoint / "commits" / "0").write_text("v1\n{}")
+    (checkpoint / "sparkstate.json").write_text(json.dumps({"job": "sums", "restored_from": {"savepoint": str(sp)}}))
+
+    def start_fresh(*args, **kwargs):
+        raise AssertionError("--fresh deleted the checkpoint before the savepoint was checked")
+
+    monkeypatch.setattr("sparkstate.runtime.run_loop.start_fresh", start_fresh)
+    with pytest.raises(SavepointError) as err:
+        job().run(checkpoint_dir=checkpoint, from_savepoint=str(sp), fresh=True)
+    assert "kg-00001.parquet is damaged" in str(err.value)
