@@ -76,8 +76,11 @@ def check_restore(
     renames = _renames(left, added, saved, declared)
     if left and not allow_non_restored_state:
         raise StateMigrationError(_left_behind(where, left, saved, renames))
+    renamed = dict(renames)
     for name in left:
-        notes.append(f"state {name!r} ({saved[name]}) from the savepoint is dropped: the job no longer declares it")
+        lost = f" (if it was renamed to {renamed[name]!r}, that one starts empty)" if name in renamed else ""
+        notes.append(f"state {name!r} ({saved[name]}) from the savepoint is dropped: the job no longer declares it"
+                     + lost)
     for name in added:
         notes.append(f"state {name!r} ({declared[name].describe()}) is new: it starts empty")
     types = savepoint.get("state_types") or {}

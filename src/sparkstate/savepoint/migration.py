@@ -398,7 +398,7 @@ def converter_for(
         )
     keys: Converter | None = None
     if kind == "MapState":
-        old_key, new_key = map_key_name(saved_signature), type_name(getattr(descriptor, "key_type", object))
+        old_key, new_key = map_key_name(saved_signature), map_key_name(now)
         if old_key != new_key and new_key not in _ANY_NAMES:
             raise StateMigrationError(
                 f"savepoint {where}: state {name!r}: its map keys were {old_key} and the job declares {new_key}: "

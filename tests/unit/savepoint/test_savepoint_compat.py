@@ -204,3 +204,15 @@ def test_which_states_are_restored_follows_flinks_rules(seed):
     except StateMigrationError:
         got = "refused"
     assert got == expected
+
+
+def test_a_map_state_keyed_by_a_generic_alias_keeps_its_keys():
+    windows = MapStateDescriptor("panes", tuple[int, int], float)
+    plan, notes = check([windows], [windows])
+    assert plan.keep == ("panes",) and notes == []
+
+
+def test_a_dropped_state_that_looks_renamed_says_the_new_one_starts_empty():
+    _, notes = check([TOTAL], [ValueStateDescriptor("sum", int)], allow_non_restored_state=True)
+    assert "state 'total' (ValueState[int]) from the savepoint is dropped: the job no longer declares it " \
+           "(if it was renamed to 'sum', that one starts empty)" in notes

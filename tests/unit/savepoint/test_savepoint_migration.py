@@ -307,3 +307,14 @@ def test_converters_are_plain_picklable_objects():
     again = pickle.loads(pickle.dumps(plan))
     assert again.converters["v"]({"a": [1]}) == {"a": [1.0]}
     assert pickle.loads(pickle.dumps(IntToFloat()))(True) is True  # a bool is not an int here
+
+
+@pytest.mark.parametrize("tp, value", [
+    (int, 3), (float, 1.5), (str, "x"), (bytes, b"x"), (bool, True), (object, {1}), (Any, None),
+    (list, [1]), (dict, {"a": 1}), (list[int], [1]), (dict[str, list[float]], {"a": [1.0]}),
+    (tuple[int, str], (1, "a")), (tuple[int, ...], (1, 2)), (frozenset[str], frozenset("ab")),
+    (Optional[int], None), (int | str, "a"), (Node, Node(1, Node(2))), (Point1, {"x": 1}),
+])
+def test_the_same_type_takes_values_as_they_are(tp, value):
+    convert = converter(type_info(tp), tp)
+    assert convert is None or convert(value) == value
