@@ -37,6 +37,8 @@ from sparkstate.savepoint.format import (
 
 SAVEPOINT_KIND = "sparkstate-savepoint"
 INPROGRESS_SUFFIX = ".inprogress"
+#: the file that keeps an empty savepoint's state folder
+EMPTY_MARKER = "_empty"
 
 
 class Directory(Protocol):
@@ -165,6 +167,11 @@ class SavepointWriter:
             "files": {str(f.key_group): {"path": f.path, "sha256": f.sha256, "bytes": f.bytes, "keys": f.keys}
                       for f in sorted(self.files, key=lambda f: f.key_group)},
         })
+        if not self.files:
+            # a savepoint without state still has its state folder: a restore reads the folder
+            # with Spark's file source, which refuses a path that does not exist (a hidden
+            # file: Spark's file sources skip names starting with "." or "_")
+            self._temp.write(f"{STATE_DIR}/{EMPTY_MARKER}", b"")
         self._temp.write(METADATA_FILE, json.dumps(meta, indent=1, sort_keys=True).encode("utf-8"))
         self._temp.publish(self.target)
         return meta

@@ -140,3 +140,12 @@ def test_a_key_group_file_the_metadata_does_not_list_is_refused(sp):
     (sp / "state" / "kg-00004.parquet").write_bytes((sp / "state" / "kg-00003.parquet").read_bytes())
     msg = refusal(sp)
     assert "kg-00004.parquet" in msg and "does not list" in msg and "restored unchecked" in msg
+
+
+def test_a_savepoint_without_state_keeps_its_state_folder(tmp_path):
+    # a restore reads the folder with Spark's file source, which refuses a missing path
+    sp = write_savepoint(tmp_path / "sp", [TOTAL], {})
+    opened = open_savepoint(LocalDirectory(sp))
+    opened.verify()
+    assert opened.key_groups == [] and opened.meta["keys"] == 0
+    assert [p.name for p in (sp / "state").iterdir()] == ["_empty"]
