@@ -15,7 +15,7 @@ until then the processor uses the saved one (``OperatorSpec.restored_watermark_m
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sparkstate.errors import SavepointError
@@ -85,6 +85,8 @@ def prepare_restore(
     plan, notes = check_restore(savepoint.meta, job_meta, descriptors,
                                 allow_non_restored_state=allow_non_restored_state, where=savepoint.location)
     savepoint.verify()
+    # the executors read the files again: they take only the bytes checked here
+    plan = replace(plan, checksums=frozenset(e["sha256"] for e in savepoint.meta["files"].values()))
     return Restore(savepoint, plan, tuple(notes))
 
 

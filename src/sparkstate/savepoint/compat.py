@@ -20,12 +20,13 @@ group's file into records.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sparkstate.api.state import Record, StateDescriptor
-from sparkstate.errors import StateMigrationError
+from sparkstate.errors import SavepointError, StateMigrationError
 from sparkstate.savepoint.format import read_table, table_to_records
 from sparkstate.savepoint.migration import converter_for, kind_of, type_info, value_type
 
@@ -37,9 +38,17 @@ class RestorePlan:
 
     keep: tuple[str, ...]
     converters: dict[str, Any] = field(default_factory=dict)
+    #: the SHA-256 of every file the driver checked (empty: not checked again)
+    checksums: frozenset[str] = frozenset()
 
     def records(self, blob: bytes) -> list[tuple[Any, Record]]:
-        """A key group's savepoint file as the restored job's ``(key, record)`` pairs."""
+        """A key group's savepoint file as the restored job's ``(key, record)`` pairs; a file
+        that is not one the driver checked (changed since) is refused."""
+        if self.checksums and hashlib.sha256(blob).hexdigest() not in self.checksums:
+            raise SavepointError(
+                "a savepoint file read by the restore's first batch is not one the restore checked: the savepoint "
+                "changed while the job started. Savepoints must not change: restore again from an unchanged one"
+            )
         out = []
         keep = set(self.keep)
         for key, rec in table_to_records(read_table(blob)):

@@ -238,7 +238,8 @@ class Savepoint:
             self.group_bytes(kg)
         listed = {Path(e["path"]).name for e in self.meta["files"].values()}
         state = self.directory.sibling(f"{Path(self.location.rstrip('/')).name}/{STATE_DIR}")
-        stray = [n for n in state.names() if n.startswith("kg-") and n.endswith(".parquet") and n not in listed]
+        present = state.names() if state.exists() else []
+        stray = [n for n in present if n.startswith("kg-") and n.endswith(".parquet") and n not in listed]
         if stray:
             raise SavepointError(
                 f"savepoint {self.location} is damaged: {STATE_DIR}/ holds key-group files that {METADATA_FILE} does "

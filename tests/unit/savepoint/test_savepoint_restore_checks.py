@@ -109,3 +109,21 @@ def test_fresh_with_the_savepoint_a_checkpoint_came_from_checks_and_restores_it_
     with pytest.raises(SavepointError) as err:
         job().run(checkpoint_dir=checkpoint, from_savepoint=str(sp), fresh=True)
     assert "kg-00001.parquet is damaged" in str(err.value)
+
+
+def test_the_executors_take_only_the_files_the_driver_checked(tmp_path):
+    from savepoint_helpers import job_meta
+
+    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+    from sparkstate.runtime.restore import prepare_restore
+
+    sp = savepoint(tmp_path)
+    total = ValueStateDescriptor("total", int, default=0)
+    meta = job_meta([total], job="sums", function="Sum", key_columns=("k",))
+    restore = prepare_restore(str(sp), meta, [total], CheckpointDir.open(tmp_path / "ck"))
+    blob = (sp / "state" / "kg-00001.parquet").read_bytes()
+    assert restore.plan.records(blob) == [("a", {"total": 5})]
+    other = write_savepoint(tmp_path / "other", [total], {1: [("a", {"total": 6})]})
+    with pytest.raises(SavepointError) as err:
+        restore.plan.records((other / "state" / "kg-00001.parquet").read_bytes())
+    assert "not one the restore checked" in str(err.value) and "restore again" in str(err.value)
