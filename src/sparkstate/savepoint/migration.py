@@ -410,7 +410,9 @@ def converter_for(
     try:
         values = converter(old_info, new_tp)
     except Incompatible as exc:
-        what = f"its value type changed from {old_info.get('name')} to {type_name(new_tp)}"
+        old_name, new_name = old_info.get("name"), type_name(new_tp)
+        what = f"its value type changed from {old_name} to {new_name}" if old_name != new_name else \
+            f"its value type {new_name}"
         if exc.path:
             part = "field" if exc.path[0].isalpha() else "element"
             what += f": {part} {exc.path!r} changed from {exc.old} to {exc.new}"

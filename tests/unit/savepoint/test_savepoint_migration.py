@@ -318,3 +318,10 @@ def test_converters_are_plain_picklable_objects():
 def test_the_same_type_takes_values_as_they_are(tp, value):
     convert = converter(type_info(tp), tp)
     assert convert is None or convert(value) == value
+
+
+def test_a_field_refusal_reads_well_when_the_class_keeps_its_name():
+    c = classes(Acc1={"label": str}, Acc2={"label": int})
+    msg = refusal(c["Acc1"], c["Acc2"])
+    assert "state 'v' (ValueState[Acc] -> ValueState[Acc]): its value type Acc: field 'label' changed from str to " \
+           "int, which cannot be migrated" in msg
