@@ -15,7 +15,7 @@ until then the processor uses the saved one (``OperatorSpec.restored_watermark_m
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sparkstate.errors import SavepointError
@@ -60,10 +60,13 @@ def prepare_restore(
     *,
     allow_non_restored_state: bool = False,
     spark: Any = None,
+    fresh: bool = False,
 ) -> Restore:
     """Open and check a savepoint for the job (``job_meta``: ``checkpoint.job_metadata``):
-    refused, before anything is written, when it is missing, damaged, of another job or
-    format, or does not fit the job's state (``savepoint/compat.py``)."""
+    refused, before anything is written or deleted, when it is missing, damaged, of another
+    job or format, or does not fit the job's state (``savepoint/compat.py``). ``fresh``: the
+    checkpoint's committed batches are about to be deleted (``--fresh``), so they are no
+    reason to refuse."""
     from sparkstate.runtime.savepoints import directory_of
 
     if job_meta.get("plan") == "native":
@@ -71,7 +74,7 @@ def prepare_restore(
             f"job {job_meta['job']!r} would run on the native window path, which keeps Spark SQL's own state and "
             "cannot take a savepoint's; restore it with window_path='python' (--window-path python)"
         )
-    if checkpoint.committed_batches():
+    if not fresh and checkpoint.committed_batches():
         raise SavepointError(
             f"checkpoint {checkpoint.root} already has committed batches: a restore starts a new checkpoint. "
             "Give another checkpoint directory, or add --fresh (fresh=True) to replace this one (the savepoint "
@@ -82,6 +85,8 @@ def prepare_restore(
     plan, notes = check_restore(savepoint.meta, job_meta, descriptors,
                                 allow_non_restored_state=allow_non_restored_state, where=savepoint.location)
     savepoint.verify()
+    # the executors read the files again: they take only the bytes checked here
+    plan = replace(plan, checksums=frozenset(e["sha256"] for e in savepoint.meta["files"].values()))
     return Restore(savepoint, plan, tuple(notes))
 
 

@@ -148,6 +148,15 @@ def _run_locked(
     function = keyed_function(job)
     # declared state, from a copy: the job's function object stays unopened for Spark to ship
     descriptors = KeyedOperator(copy.deepcopy(function), job.key_columns).open()
+    restore = None
+    if from_savepoint is not None and (fresh or not _resumes_restore(checkpoint, from_savepoint)):
+        # before anything is deleted (--fresh), created (database tables) or written: a
+        # savepoint that cannot be restored leaves everything as it was
+        from sparkstate.runtime.restore import prepare_restore
+
+        identity = job_metadata(job, operator_spec(job, function, output_arrow=None), descriptors, {}, chosen.path)
+        restore = prepare_restore(from_savepoint, identity, descriptors, checkpoint, fresh=fresh,
+                                  allow_non_restored_state=allow_non_restored_state, spark=spark)
     result = RunResult(job=job.name, checkpoint_dir=checkpoint.root)
     if fresh:
         # after the job is known to be well formed, so that a bad job deletes nothing
@@ -173,12 +182,7 @@ def _run_locked(
     settings = {"parallelism": partitions}
     result.plan = chosen.path
     meta = job_metadata(job, spec, descriptors, settings, chosen.path)
-    restore = None
-    if from_savepoint is not None and not _resumes_restore(checkpoint, from_savepoint):
-        from sparkstate.runtime.restore import prepare_restore
-
-        restore = prepare_restore(from_savepoint, meta, descriptors, checkpoint,
-                                  allow_non_restored_state=allow_non_restored_state, spark=spark)
+    if restore is not None:
         meta["restored_from"] = restore.identity()
         result.warnings += restore.notes
         spec = replace(spec, restore=restore.plan, restored_watermark_ms=restore.watermark_ms)

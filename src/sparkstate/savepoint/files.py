@@ -28,6 +28,7 @@ from sparkstate.errors import SavepointError
 from sparkstate.savepoint.format import (
     FORMAT_VERSION,
     METADATA_FILE,
+    STATE_DIR,
     group_file,
     read_table,
     table_bytes,
@@ -36,6 +37,8 @@ from sparkstate.savepoint.format import (
 
 SAVEPOINT_KIND = "sparkstate-savepoint"
 INPROGRESS_SUFFIX = ".inprogress"
+#: the file that keeps an empty savepoint's state folder
+EMPTY_MARKER = "_empty"
 
 
 class Directory(Protocol):
@@ -164,6 +167,11 @@ class SavepointWriter:
             "files": {str(f.key_group): {"path": f.path, "sha256": f.sha256, "bytes": f.bytes, "keys": f.keys}
                       for f in sorted(self.files, key=lambda f: f.key_group)},
         })
+        if not self.files:
+            # a savepoint without state still has its state folder: a restore reads the folder
+            # with Spark's file source, which refuses a path that does not exist (a hidden
+            # file: Spark's file sources skip names starting with "." or "_")
+            self._temp.write(f"{STATE_DIR}/{EMPTY_MARKER}", b"")
         self._temp.write(METADATA_FILE, json.dumps(meta, indent=1, sort_keys=True).encode("utf-8"))
         self._temp.publish(self.target)
         return meta
@@ -200,13 +208,16 @@ class Savepoint:
                 f"savepoint {self.location} is incomplete: {where} is missing. The savepoint cannot be used; "
                 "take a new one, or restore the file from a copy"
             ) from None
-        if len(data) != entry["bytes"] or sha256(data) != entry["sha256"]:
-            raise SavepointError(
-                f"savepoint file {where} is damaged: its SHA-256 (or size, {len(data)} bytes, recorded "
-                f"{entry['bytes']}) does not match _savepoint.json. The savepoint cannot be used; take a new one, "
-                "or restore the file from a copy"
-            )
-        return data
+        if len(data) != entry["bytes"]:
+            problem = f"it has {len(data)} bytes, recorded {entry['bytes']} (truncated or overwritten)"
+        elif sha256(data) != entry["sha256"]:
+            problem = f"its SHA-256 is not the one {METADATA_FILE} records (its bytes changed)"
+        else:
+            return data
+        raise SavepointError(
+            f"savepoint file {where} is damaged: {problem}. The savepoint cannot be used; take a new one, "
+            "or restore the file from a copy"
+        )
 
     def table(self, key_group: int) -> pa.Table:
         return read_table(self.group_bytes(key_group))
@@ -220,44 +231,88 @@ class Savepoint:
                 yield kg, key, rec
 
     def verify(self) -> None:
-        """Read every file and check its checksum (before a restore runs anything)."""
+        """Check the savepoint before a restore runs anything: every file listed is there with
+        its checksum, and its ``state/`` folder holds no key-group file the metadata does not
+        list (a restore reads every ``kg-*.parquet`` file there)."""
         for kg in self.key_groups:
             self.group_bytes(kg)
+        listed = {Path(e["path"]).name for e in self.meta["files"].values()}
+        state = self.directory.sibling(f"{Path(self.location.rstrip('/')).name}/{STATE_DIR}")
+        present = state.names() if state.exists() else []
+        stray = [n for n in present if n.startswith("kg-") and n.endswith(".parquet") and n not in listed]
+        if stray:
+            raise SavepointError(
+                f"savepoint {self.location} is damaged: {STATE_DIR}/ holds key-group files that {METADATA_FILE} does "
+                f"not list ({', '.join(stray[:5])}{', ...' if len(stray) > 5 else ''}), so their state would be "
+                "restored unchecked. The savepoint cannot be used; take a new one, or remove the files that do not "
+                "belong to it"
+            )
 
 
 def open_savepoint(directory: Directory) -> Savepoint:
-    """Open a savepoint, refusing a missing path, an unfinished or foreign directory, and a
-    newer format, with what is wrong and what to do."""
+    """Open a savepoint, refusing a missing path, an unfinished or foreign directory, damaged
+    metadata and a newer format, with what is wrong and what to do."""
     where = directory.location
     if not directory.exists():
         partial = directory.sibling(Path(where.rstrip("/")).name + INPROGRESS_SUFFIX)
-        hint = (f"; {partial.location} is a savepoint that was never finished (its writer stopped): take a new one"
-                if partial.exists() else "; `sparkstate savepoints` lists the savepoints there are")
-        raise SavepointError(f"savepoint {where} does not exist{hint}")
+        if partial.exists():
+            raise SavepointError(
+                f"savepoint {where} does not exist: {partial.location} is a savepoint whose writing never finished "
+                "(its writer stopped), and it cannot be used. Take a new savepoint (`sparkstate savepoint JOB`)"
+            )
+        raise SavepointError(
+            f"savepoint {where} does not exist. Check the path: give the directory `sparkstate savepoint` printed "
+            "(`sparkstate savepoints` lists the savepoints there are)"
+        )
     try:
         raw = directory.read(METADATA_FILE)
-    except (FileNotFoundError, IsADirectoryError):
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         raise SavepointError(
             f"{where} is not a savepoint: it has no {METADATA_FILE}. Give the directory `sparkstate savepoint` "
-            "printed (`sparkstate savepoints` lists them)"
+            "printed (`sparkstate savepoints` lists them); a checkpoint directory is not a savepoint (take one "
+            "from it with `sparkstate savepoint JOB --batch N`)"
         ) from None
     try:
         meta = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise SavepointError(
-            f"savepoint {where}: {METADATA_FILE} is damaged ({exc}); the savepoint cannot be used: take a new one, "
-            "or restore the file from a copy"
+            f"savepoint {where}: {METADATA_FILE} is damaged ({exc}); the savepoint cannot be used without it. "
+            "Restore the file from a copy, or take a new savepoint"
         ) from None
-    if not isinstance(meta, dict) or meta.get("kind") != SAVEPOINT_KIND or not isinstance(meta.get("files"), dict):
-        raise SavepointError(f"{where}/{METADATA_FILE} is not a sparkstate savepoint's metadata")
-    version = meta.get("format")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if not isinstance(meta, dict) or meta.get("kind") != SAVEPOINT_KIND:
         raise SavepointError(
-            f"savepoint {where} is in format version {version}, newer than this sparkstate reads "
-            f"(up to {FORMAT_VERSION}, sparkstate {_version()}); it was written by sparkstate "
+            f"{where}/{METADATA_FILE} is not a sparkstate savepoint's metadata (its kind is "
+            f"{meta.get('kind') if isinstance(meta, dict) else None!r}, not {SAVEPOINT_KIND!r}). Give the directory "
+            "`sparkstate savepoint` printed"
+        )
+    version = meta.get("format")
+    if not isinstance(version, int) or isinstance(version, bool) or version > FORMAT_VERSION or version < 1:
+        raise SavepointError(
+            f"savepoint {where} is in format version {version!r}, which this sparkstate ({_version()}) cannot read "
+            f"(it reads versions 1 to {FORMAT_VERSION}); it was written by sparkstate "
             f"{meta.get('sparkstate_version', '?')}: restore it with that version or a newer one"
         )
+    problem = _metadata_problem(meta)
+    if problem:
+        raise SavepointError(
+            f"savepoint {where}: {METADATA_FILE} is damaged ({problem}); the savepoint cannot be used without it. "
+            "Restore the file from a copy, or take a new savepoint"
+        )
     return Savepoint(directory, meta)
+
+
+def _metadata_problem(meta: dict[str, Any]) -> str | None:
+    """What is wrong with a savepoint's metadata that reading it relies on, if anything."""
+    for name, kind in (("job", str), ("files", dict), ("state", dict), ("key_groups", int), ("key_columns", list)):
+        if not isinstance(meta.get(name), kind):
+            return f"{name!r} is {meta.get(name)!r}, not a {kind.__name__}"
+    for kg, entry in meta["files"].items():
+        if not str(kg).isdigit():
+            return f"files has the key group {kg!r}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) or \
+                not isinstance(entry.get("sha256"), str) or not isinstance(entry.get("bytes"), int):
+            return f"the entry of key group {kg} in files is {entry!r}"
+    return None
 
 
 def _version() -> str:

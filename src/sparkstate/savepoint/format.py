@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sparkstate.api.state import HELD_FIELD, INTERNAL_FIELDS, TIMERS_FIELD, Record
+from sparkstate.engine.keygroups import dumps_state
 
 FORMAT_VERSION = 1
 METADATA_FILE = "_savepoint.json"
@@ -68,6 +69,20 @@ def key_text(key: Any) -> str:
         return repr(key)
 
 
+def dumps(value: Any) -> bytes:
+    """A key or value pickled; a class defined in ``__main__`` (a script's) goes by value
+    through cloudpickle, as in the state store (``engine/keygroups.py``), so the savepoint
+    can be read where that script is not the main module (Spark's executors). Plain pickle
+    would refer to such a class by name when the process that takes the savepoint defined it.
+    """
+    data = dumps_state(value)
+    if b"__main__" in data:
+        import cloudpickle
+
+        data = cloudpickle.dumps(value, protocol=PICKLE_PROTOCOL)
+    return data
+
+
 def _state_column(values: list[Any]) -> tuple[pa.Array, str]:
     """A state's column: typed Arrow when every present value is of one simple type, else
     pickled values (``None`` in ``values`` is an absent value)."""
@@ -78,8 +93,7 @@ def _state_column(values: list[Any]) -> tuple[pa.Array, str]:
         arrow = _ARROW_TYPES.get(kind)
         if arrow is not None and (kind is not int or all(_INT64[0] <= v <= _INT64[1] for v in present)):
             return pa.array(values, arrow), "arrow"
-    blobs = [None if v is None else pickle.dumps(None if v is _PRESENT_NONE else v, protocol=PICKLE_PROTOCOL)
-             for v in values]
+    blobs = [None if v is None else dumps(None if v is _PRESENT_NONE else v) for v in values]
     return pa.array(blobs, pa.binary()), "pickle"
 
 
@@ -98,10 +112,10 @@ def records_to_table(records: Sequence[tuple[Any, Record]], states: Sequence[str
     cells: dict[str, list[Any]] = {name: [] for name in names}
     keys, texts, timers, held = [], [], [], []
     for key, rec in records:
-        keys.append(pickle.dumps(key, protocol=PICKLE_PROTOCOL))
+        keys.append(dumps(key))
         texts.append(key_text(key))
         t = rec.get(TIMERS_FIELD)
-        timers.append([{"domain": d, "timestamp": ts} for d, ts in sorted(t)] if t else None)
+        timers.append(None if t is None else [{"domain": d, "timestamp": ts} for d, ts in sorted(t)])
         held.append(rec.get(HELD_FIELD))
         for name in names:
             value = rec.get(name, _PRESENT_NONE)
@@ -154,7 +168,7 @@ def table_to_records(table: pa.Table) -> list[tuple[Any, Record]]:
             if value is not MISSING:
                 rec[name] = value
     for rec, timers in zip(records, table.column(TIMERS_COLUMN).to_pylist()):
-        if timers:
+        if timers is not None:
             rec[TIMERS_FIELD] = {(t["domain"], t["timestamp"]) for t in timers}
     for rec, held in zip(records, table.column(HELD_COLUMN).to_pylist()):
         if held is not None:
