@@ -162,7 +162,8 @@ def savepoint_promise(job: Any, chosen: Plan) -> str:
                 "run with window_path='python' to take and restore savepoints")
     from sparkstate.runtime.spark_sources import restore_promise
 
-    return f"taken and restored (state, timers and watermark by key group); restored, the source {restore_promise(job.source_spec)}"
+    promise = restore_promise(job.source_spec)
+    return f"taken and restored (state, timers and watermark by key group); restored, the source {promise}"
 
 
 def _describe(thing: Any) -> str:

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sparkstate.api.functions import DEAD_LETTERS, MAX_WATERMARK, MIN_WATERMARK, Event, KeyedProcessFunction, TimeDomain
-from sparkstate.api.schema import Schema
 from sparkstate.api.job import DEFAULT_KEY_GROUPS
+from sparkstate.api.schema import Schema
 from sparkstate.api.state import HELD_FIELD, INTERNAL_FIELDS, TIMERS_FIELD, Record
 from sparkstate.api.time import WatermarkStrategy
 from sparkstate.engine.events import END_OF_INPUT_MS, EventColumns, admit, key_group_of
@@ -302,15 +302,13 @@ class KeyedHarness:
     def _restore(self, path: str, allow_non_restored_state: bool) -> None:
         savepoint = open_savepoint(LocalDirectory(path))
         meta = savepoint.meta
-        job_meta = {
-            "job": self.job_name or meta.get("job"),
-            "key_columns": list(self.operator.key_columns),
-            "key_groups": self.key_groups or meta.get("key_groups"),
-        }
+        # a harness not built from a job takes the savepoint's job name and key groups
+        self.job_name = self.job_name or meta.get("job")
+        self.key_groups = self.key_groups or meta.get("key_groups")
+        job_meta = {"job": self.job_name, "key_columns": list(self.operator.key_columns), "key_groups": self.key_groups}
         plan, notes = check_restore(meta, job_meta, self.descriptors,
                                     allow_non_restored_state=allow_non_restored_state, where=savepoint.location)
         savepoint.verify()
-        self.job_name, self.key_groups = job_meta["job"], job_meta["key_groups"]
         self.restore_notes = notes
         for kg in savepoint.key_groups:
             for key, rec in plan.records(savepoint.group_bytes(kg)):
