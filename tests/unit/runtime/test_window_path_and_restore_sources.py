@@ -124,3 +124,56 @@ from sparkstate import KeyedProcessFunction  # noqa: E402
 class _Count(KeyedProcessFunction):
     def process_element(self, value, ctx):
         yield value
+
+
+def _offsets(reader, start: int) -> list[tuple[dict, dict]]:
+    """The micro-batches ``(start, end)`` Spark would run from ``start`` to the end."""
+    out, s = [], {"offset": start}
+    while True:
+        e = reader.latestOffset(s)
+        if e["offset"] == s["offset"]:
+            return out
+        out.append((s, e))
+        s = e
+
+
+def _read(reader, batches) -> list[list[tuple]]:
+    """Each batch's packed rows as ``(kg, ts, blob)``, and the marker's (blob None)."""
+    return [sorted((r["kg"], r["ts"], r["blob"]) for p in reader.partitions(s, e) for b in reader.read(p)
+                   for r in b.to_pylist()) for s, e in batches]
+
+
+@pytest.mark.parametrize("kind", ["generator", "list"])
+def test_a_source_restored_at_any_offset_reads_what_the_uninterrupted_run_read_after_it(kind, tmp_path):
+    """Generator and list sources, with the end-of-input marker: a reader started at the offset
+    a savepoint records reads the batches the uninterrupted run read after it, the marker and
+    the final empty batch included (a restore after the marker reads only the final batch)."""
+    import json
+
+    from sparkstate.runtime.spark_sources import GeneratorDataSource, ListDataSource, generator_options, pack_options
+
+    gen = UpiPayments(events=10, max_batch=4, partitions=1)
+    job = Job("j").source(gen).key_by("merchant_id").process(_Count(), output_schema="k string").sink(MemorySink())
+    path = tmp_path / "list.json"
+    path.write_text(json.dumps([[{"merchant_id": f"m{i}", "amount": 1.0}] for i in range(4)]))
+    source = {"generator": {**generator_options(gen)},
+              "list": {"path": str(path), "schema": "merchant_id string, amount double", "end_of_input": "true"}}[kind]
+
+    def reader(start: int):
+        # as the binding reads it: the job's packing and the savepoint's offset in the options
+        options = {**source, **pack_options(job, marker=True), **start_options(meta(gen.identity(), start))}
+        data_source = (GeneratorDataSource if kind == "generator" else ListDataSource)(options)
+        r = data_source.streamReader(None)
+        assert r.initialOffset() == {"offset": start}
+        return r
+
+    full = reader(0)
+    batches = _offsets(full, 0)
+    rows = _read(full, batches)
+    assert any(row[2] is None for row in rows[-2])  # the marker rides in the batch before the last
+    assert rows[-1] == []  # the final batch, in which the final watermark fires the timers
+    for i, (_, end) in enumerate(batches):
+        restored = reader(end["offset"])
+        again = _offsets(restored, end["offset"])
+        assert [(s["offset"], e["offset"]) for s, e in again] == [(s["offset"], e["offset"]) for s, e in batches[i + 1:]]
+        assert _read(restored, again) == rows[i + 1:]
