@@ -177,3 +177,28 @@ def test_a_source_restored_at_any_offset_reads_what_the_uninterrupted_run_read_a
         again = _offsets(restored, end["offset"])
         assert [(s["offset"], e["offset"]) for s, e in again] == [(s["offset"], e["offset"]) for s, e in batches[i + 1:]]
         assert _read(restored, again) == rows[i + 1:]
+
+
+def test_a_savepoint_of_a_restored_file_source_job_names_the_files_read_before_the_restore(tmp_path):
+    """A restored checkpoint's file source log names only the files it listed itself (with
+    maxFilesPerTrigger, not yet every file the first savepoint had read): a savepoint of it
+    must still name those, or a restore from it would read them twice."""
+    import json
+
+    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+    from sparkstate.runtime.savepoints import _files_read
+
+    log = tmp_path / "sources" / "0"
+    log.mkdir(parents=True)
+    (log / "0").write_text("v1\n" + json.dumps({"path": "file:///in/0.json", "timestamp": 1, "batchId": 0}))
+    meta = {"restored_from": {"savepoint": "/sp", "source_files": ["file:///in/0.json", "file:///in/1.json"]}}
+    files = _files_read(CheckpointDir.open(str(tmp_path)), meta, 0)
+    assert files == ["file:///in/0.json", "file:///in/1.json"]
+    assert _files_read(CheckpointDir.open(str(tmp_path)), {}, 0) == ["file:///in/0.json"]
+    # what a restored checkpoint records of its savepoint carries the files it had read
+    from sparkstate.runtime.restore import Restore
+    from sparkstate.savepoint.compat import RestorePlan
+    from sparkstate.savepoint.files import LocalDirectory, Savepoint
+
+    saved = Savepoint(LocalDirectory(tmp_path / "sp"), {"id": "sp", "batch": 3, "source_files": ["file:///in/0.json"]})
+    assert Restore(saved, RestorePlan(()), ()).identity()["source_files"] == ["file:///in/0.json"]
