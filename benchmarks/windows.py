@@ -8,7 +8,7 @@ with 5 s out-of-orderness; RocksDB state store, a real checkpoint directory, noo
 Three engines read the same generated events (the same Python data source):
 
 * ``sparkstate python path``: the window operator on sparkstate's keyed runtime;
-* ``sparkstate native path``: what the planner picks for this job (Spark SQL);
+* ``sparkstate native path``: the job with ``window_path="native"`` (Spark SQL);
 * ``spark sql groupBy(window)``: the same aggregation written by hand on Spark's API.
 
 Each runs in its own process: an unmeasured warm-up run, then the measured run with its peak

@@ -41,7 +41,9 @@ class Job(JobDescription):
     """
 
     def harness(self, **kwargs: Any) -> KeyedHarness:
-        """The job's function in the in-process test harness (same key, watermark, schema)."""
+        """The job's function in the in-process test harness (same key, watermark, schema,
+        key groups); ``from_savepoint=PATH`` starts it from a savepoint, and
+        ``harness.savepoint(PATH)`` writes one a Spark run of the job restores."""
         from sparkstate.engine.compile import keyed_function
         from sparkstate.testing.harness import KeyedHarness
 
@@ -53,7 +55,9 @@ class Job(JobDescription):
             list(job.key_columns),
             watermark_strategy=job.watermark,
             output_schema=job.output,
-            **{"max_event_time_ahead": job.settings.max_event_time_ahead, **kwargs},
+            **{"max_event_time_ahead": job.settings.max_event_time_ahead, "job_name": job.name,
+               "key_groups": job.settings.key_groups,
+               "source": job.source_spec.identity() if job.source_spec is not None else None, **kwargs},
         )
 
     def source(self, source: Any, *, watermark: WatermarkStrategy | None = None) -> Job:

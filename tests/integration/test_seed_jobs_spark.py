@@ -18,13 +18,15 @@ from sparkstate.jobs import JOBS
         # windows: a merging session window with a map column, and aggregate + window function
         ("sessions", {"events": 20_000, "users": 300, "active_users": 40, "shift_minutes": 3, "events_per_second": 5}),
         ("hot-items", {"events": 20_000, "categories": 3}),
-        # the native path (Spark SQL) against the harness
-        ("taxi-zone-revenue", {"events": 20_000}),
+        # the native path (Spark SQL, when asked for) against the harness
+        ("taxi-zone-revenue", {"events": 20_000, "window_path": "native"}),
     ],
 )
 def test_seed_job_on_spark_matches_harness(name, settings, spark, checkpoint):
     max_batch = 5_000
-    job = JOBS[name].job(max_batch=max_batch, **settings)
+    settings = dict(settings)
+    path = settings.pop("window_path", "auto")
+    job = JOBS[name].job(max_batch=max_batch, **settings).with_settings(window_path=path)
     events = settings["events"]
     sink = MemorySink()
     result = job.sink(sink).with_settings(**FAST).run(checkpoint_dir=checkpoint, spark=spark)

@@ -96,8 +96,9 @@ MAY_IMPORT = {
     # savepoints: the portable format, written and read without Spark (taking and restoring
     # one is runtime's)
     "savepoint": {"api", "engine", "errors"},
-    # the harness runs the engine in-process, without Spark
-    "testing": {"api", "engine", "errors"},
+    # the harness runs the engine in-process, without Spark, and writes and starts from
+    # savepoints in the format Spark runs use
+    "testing": {"api", "engine", "errors", "savepoint"},
     # the adapter onto Spark: runs the engine on the specs
     "runtime": {"api", "engine", "connectors", "errors", "fault_points", "savepoint"},
     # reporting: reads what runtime hands it

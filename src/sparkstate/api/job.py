@@ -28,7 +28,7 @@ from sparkstate.errors import JobDefinitionError, KeyColumnError
 class WindowPath(StrEnum):
     """How a window job runs (``sparkstate explain`` shows the choice and why)."""
 
-    #: the planner picks the native path where it gives the same rows, else the Python path
+    #: the Python path (the faster one, and the one that takes savepoints)
     AUTO = "auto"
     #: sparkstate's keyed operator on Spark's stateful Python API
     PYTHON = "python"
@@ -75,7 +75,7 @@ class JobSettings:
     key_groups: int = DEFAULT_KEY_GROUPS
     parallelism: int | None = None
     bucket_size: int = DEFAULT_BUCKET_SIZE
-    #: window jobs: AUTO lets the planner pick the native Spark SQL path when it applies;
+    #: window jobs: AUTO runs the Python path; NATIVE asks for the Spark SQL path;
     #: PYTHON or NATIVE force one (NATIVE fails when the job cannot run there); a plain
     #: "auto", "python" or "native" is taken too
     window_path: WindowPath = WindowPath.AUTO

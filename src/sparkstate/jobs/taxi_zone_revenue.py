@@ -2,7 +2,7 @@
 
 Seed 000's Flink SQL ``TUMBLE(TABLE rides, DESCRIPTOR(pickup_time), INTERVAL '1' HOUR)`` grouped
 by ``PULocationID``, on the taxi ride generator (zones 1-265) with 30 s of out-of-orderness.
-Built-in aggregates only, so the planner runs it natively on Spark SQL.
+Built-in aggregates only, so it can also run natively on Spark SQL (`--window-path native`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """UPI payments per merchant per minute (seed 004): count and sum in 1-minute tumbling windows.
 
 Event time comes from ``event_time`` with 5 seconds of out-of-orderness. Built-in aggregates
-only, so the planner runs it natively on Spark SQL (`sparkstate explain upi-per-minute`).
+only, so it can also run natively on Spark SQL with `--window-path native` (`sparkstate explain upi-per-minute`).
 """
 
 from __future__ import annotations

@@ -48,8 +48,13 @@ class Restore:
     def identity(self) -> dict[str, Any]:
         """What the new checkpoint records of where its state came from."""
         meta = self.savepoint.meta
-        return {"savepoint": self.savepoint.location, "id": meta.get("id"), "batch": meta.get("batch"),
-                "checkpoint": meta.get("checkpoint")}
+        out = {"savepoint": self.savepoint.location, "id": meta.get("id"), "batch": meta.get("batch"),
+               "checkpoint": meta.get("checkpoint")}
+        if meta.get("source_files"):
+            # the files read before the savepoint, which the new checkpoint's file source log
+            # does not name: a savepoint of the new checkpoint must still skip them
+            out["source_files"] = list(meta["source_files"])
+        return out
 
 
 def prepare_restore(

@@ -127,7 +127,7 @@ def _run_locked(
 ) -> RunResult:
     from sparkstate.runtime.spark_session import active_session, get_spark, local_cores, state_store_class
     from sparkstate.runtime.spark_sinks import check_file_sink, open_database_sinks
-    from sparkstate.runtime.spark_sources import batch_events, source_columns
+    from sparkstate.runtime.spark_sources import batch_events, restore_notes, restored_offset, source_columns
 
     source = job.source_spec
     assert source is not None, "a validated job has a source"
@@ -184,7 +184,7 @@ def _run_locked(
     meta = job_metadata(job, spec, descriptors, settings, chosen.path)
     if restore is not None:
         meta["restored_from"] = restore.identity()
-        result.warnings += restore.notes
+        result.warnings += [*restore.notes, *restore_notes(source, restore.savepoint.meta)]
         spec = replace(spec, restore=restore.plan, restored_watermark_ms=restore.watermark_ms)
     # a checkpoint of another job, a finished run and a read-only or full directory are
     # found before Spark starts (10 s and more on a small machine)
@@ -213,6 +213,8 @@ def _run_locked(
         writer = build_query(job, spec, spark, checkpoint, result.batch_side_outputs, result.warnings, restore)
 
     recorder = CheckpointRecorder(checkpoint)
+    # a restored run's first batch starts at the savepoint's offset, not at 0
+    first_offset = restored_offset(source, restore.savepoint.meta if restore is not None else None)
     seen = -1
 
     def take_progress() -> None:
@@ -220,7 +222,7 @@ def _run_locked(
         for p in _progress_dicts(query):
             if p["batchId"] > seen and _ran(p):
                 seen = p["batchId"]
-                _account(result, p, batch_events(job.source_spec, p))
+                _account(result, p, batch_events(job.source_spec, p, first_offset))
                 _record_checkpoint(result, recorder, p)
                 if on_progress is not None:
                     on_progress(p)

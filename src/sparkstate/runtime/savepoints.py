@@ -157,7 +157,7 @@ def take_savepoint(
         "state_types": job_meta.get("state_types", {}),
         "source": job_meta.get("source"),
         "source_offset": offsets[0] if offsets else None,
-        "source_files": checkpoint.source_files(0, -1, batch) if _is_file_source(job_meta) else None,
+        "source_files": _files_read(checkpoint, job_meta, batch) if _is_file_source(job_meta) else None,
         "batch": batch,
         "watermark_ms": committed_watermark(checkpoint, batch),
         "processing_time_ms": batch_timestamp(checkpoint, batch),
@@ -182,6 +182,13 @@ def take_savepoint(
     written["read_seconds"] = read_s
     written["seconds"] = time.monotonic() - started
     return written
+
+
+def _files_read(checkpoint: CheckpointDir, job_meta: dict, batch: int) -> list[str]:
+    """The files a file source job had read by ``batch``: its file source log's, and, for a
+    checkpoint restored from a savepoint, the files that savepoint had read (skipped here)."""
+    before = (job_meta.get("restored_from") or {}).get("source_files") or []
+    return list(dict.fromkeys([*before, *checkpoint.source_files(0, -1, batch)]))
 
 
 def _is_file_source(job_meta: dict) -> bool:

@@ -147,8 +147,28 @@ def _start_offset(options: Mapping[str, str]) -> int:
 
 def start_options(start: dict | None) -> dict[str, str]:
     """Options that make sparkstate's own sources start a new checkpoint at a savepoint's offset."""
+    offset = saved_offset(start)
+    return {} if offset is None else {START_OPTION: str(offset)}
+
+
+def saved_offset(start: dict | None) -> int | None:
+    """The offset of sparkstate's own sources a savepoint's metadata records (None: none)."""
     offset = (start or {}).get("source_offset")
-    return {START_OPTION: str(_offset(offset))} if isinstance(offset, dict) and "offset" in offset else {}
+    return _offset(offset) if isinstance(offset, dict) and "offset" in offset else None
+
+
+def _saved_type(start: dict | None) -> str | None:
+    source = (start or {}).get("source")
+    return source.get("type") if isinstance(source, dict) else None
+
+
+def resumes(source: SourceSpec, start: dict | None) -> dict | None:
+    """``start`` (a savepoint's metadata) when its source position applies to ``source``: the
+    savepoint was taken of a source of the same type. A source of another type has other
+    offsets (a generator's offset says nothing of a directory's files): then None, and the
+    restored run reads the new source from its beginning (``restore_notes`` says so)."""
+    saved = _saved_type(start)
+    return start if saved is not None and saved == source.identity().get("type") else None
 
 
 def make_packer(
@@ -528,6 +548,14 @@ class SparkSource(Protocol):
         source can: see each binding)."""
         ...
 
+    #: whether a restored run reads the source from the savepoint's position on
+    repositions: bool
+
+    def restore_promise(self) -> str:
+        """What a run restored from a savepoint reads of this source (for ``explain`` and
+        the restored run's notes)."""
+        ...
+
 
 @functools.singledispatch
 def spark_source(source: SourceSpec) -> SparkSource:
@@ -550,6 +578,7 @@ class _Binding:
     read them, and so may a DataFrame a user builds) and reads the spec's events."""
 
     spec: Any
+    repositions = True
 
     def raw(self, spark: Any, scratch_dir: str | None, options: dict[str, str] | None = None) -> Any:
         register(spark)
@@ -564,7 +593,11 @@ class _PacksItself(_Binding):
 
     def packed(self, spark: Any, job: Any, marker: bool, scratch_dir: str | None, start: dict | None = None) -> Any:
         # offsets are a pure function of the range: a restore starts at the savepoint's offset
-        return self.raw(spark, scratch_dir, {**pack_options(job, marker), **start_options(start)})
+        return self.raw(spark, scratch_dir, {**pack_options(job, marker), **start_options(resumes(self.spec, start))})
+
+    def restore_promise(self) -> str:
+        return ("resumes at the savepoint's offset: exactly the events after it, once "
+                "(its events are a function of the offset)")
 
 
 @spark_source.register(Generator)
@@ -626,7 +659,7 @@ class _Lines(_Binding):
 
     def packed(self, spark: Any, job: Any, marker: bool, scratch_dir: str | None, start: dict | None = None) -> Any:
         assigner = job.watermark.timestamp_assigner if job.watermark else None
-        lines = with_now(self._skip_read(self.raw(spark, scratch_dir), start).select("value"), job)
+        lines = with_now(self._skip_read(self.raw(spark, scratch_dir), resumes(self.spec, start)).select("value"), job)
         # with a timestamp assigner, event time is the function's business, not a column's
         parser = self.spec.parser(job.key_columns, None if assigner else job.timestamp_column)
         packer = make_packer(
@@ -639,11 +672,16 @@ class _Lines(_Binding):
         """A socket cannot be read again: a restored run reads what the server sends next."""
         return df
 
+    def restore_promise(self) -> str:
+        return ("cannot be repositioned: the restored run reads what the server sends from then on "
+                "(lines it sent after the savepoint's batch and before the restore are not read)")
+
 
 @spark_source.register(SocketSource)
 @dataclass(frozen=True)
 class _Socket(_Lines):
     spec: SocketSource
+    repositions = False
 
     def _read(self, spark: Any, scratch_dir: str | None, options: dict[str, str]) -> Any:
         # sparkstate's reader, not Spark's "socket" source, which cannot resume a checkpoint
@@ -680,6 +718,10 @@ class _Files(_Lines):
 
         return df.where(~F.input_file_name().isin(list(done)))
 
+    def restore_promise(self) -> str:
+        return ("skips the files the savepoint's batch had read and reads every other file once "
+                "(Spark reads a file whole in one batch; a file changed after it was read is not read again)")
+
 
 @spark_source.register(DataFrameSource)
 @dataclass(frozen=True)
@@ -687,6 +729,7 @@ class _DataFrame(_Binding):
     """Any streaming DataFrame: packed by a ``mapInArrow`` step, once its columns are checked."""
 
     spec: DataFrameSource
+    repositions = False
 
     def _read(self, spark: Any, scratch_dir: str | None, options: dict[str, str]) -> Any:
         return self.spec.build(spark)
@@ -702,6 +745,10 @@ class _DataFrame(_Binding):
             max_ahead_ms=job.settings.max_event_time_ahead,
         )
         return with_now(df, job).mapInArrow(packer, PACKED_SCHEMA)
+
+    def restore_promise(self) -> str:
+        return ("keeps the DataFrame's own position, which sparkstate cannot set (a Kafka source: its "
+                "startingOffsets); a new checkpoint starts where the DataFrame's options say")
 
 
 def source_columns(spark: Any, source: SourceSpec) -> Schema:
@@ -722,12 +769,44 @@ def source_offset(progress_source: dict, which: str = "endOffset") -> int | None
     return None
 
 
-def batch_events(source: Any, progress: dict) -> int:
-    """Events a micro-batch read (packed sources report packed rows, so count by offsets)."""
+def restore_promise(source: SourceSpec) -> str:
+    """What a run restored from a savepoint reads of ``source`` (``sparkstate explain``)."""
+    return spark_source(source).restore_promise()
+
+
+def restore_notes(source: SourceSpec, start: dict) -> list[str]:
+    """What a run restored from the savepoint ``start`` (its metadata) reads of ``source``."""
+    saved = _saved_type(start)
+    kind = source.identity().get("type")
+    if saved is not None and saved != kind:
+        return [f"the savepoint was taken of a {saved} source and the job now reads a {kind} source: the "
+                f"savepoint's source position means nothing to it, so the restored run reads the {kind} source "
+                "from its beginning (its state is the savepoint's)"]
+    binding = spark_source(source)
+    if saved is None or binding.repositions:
+        return []
+    return [f"source: {source.describe()} {binding.restore_promise()}"]
+
+
+def restored_offset(source: SourceSpec, start: dict | None) -> int:
+    """The offset a run restored from ``start`` starts reading sparkstate's own sources at
+    (0: a run that is not restored, or whose source cannot be positioned)."""
+    return saved_offset(resumes(source, start)) or 0
+
+
+def batch_events(source: Any, progress: dict, first: int = 0) -> int:
+    """Events a micro-batch read (packed sources report packed rows, so count by offsets).
+
+    The job's source is the first of the progress's sources (a restored run's restore rows,
+    unioned after it, are the second). ``first`` is where a new checkpoint's first batch
+    starts (Spark reports no start offset for it): a restored run's savepoint offset."""
     sources = progress.get("sources") or []
     end = source_offset(sources[0]) if sources else None
     if end is not None:
-        events = source.events_between(source_offset(sources[0], "startOffset") or 0, end)
+        start = source_offset(sources[0], "startOffset")
+        events = source.events_between(first if start is None else start, end)
         if events is not None:
             return events
+    if sources and sources[0].get("numInputRows") is not None:
+        return int(sources[0]["numInputRows"])
     return int(progress.get("numInputRows") or 0)

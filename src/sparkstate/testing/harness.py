@@ -5,23 +5,36 @@ runtime, batch by batch, so a function behaves the same in a unit test and in a 
 default every record is pickled and unpickled after each batch, as the Spark runtime does
 when it writes state to RocksDB: a value that cannot be checkpointed fails here first, and a
 reference kept across batches sees the same (detached) copy it would see in Spark.
+
+A harness writes a savepoint (:meth:`KeyedHarness.savepoint`) and starts from one
+(``from_savepoint=``, :meth:`KeyedHarness.from_savepoint`) in the format of a Spark run's
+(``sparkstate.savepoint``): records laid out in key groups as Spark lays them out, the
+watermark and processing time, checked against the function by Flink's restore rules. So an
+upgrade is unit-tested without Spark, and a savepoint moves between the harness and Spark.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import os
 import pickle
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sparkstate.api.functions import DEAD_LETTERS, MAX_WATERMARK, MIN_WATERMARK, Event, KeyedProcessFunction, TimeDomain
+from sparkstate.api.job import DEFAULT_KEY_GROUPS
 from sparkstate.api.schema import Schema
-from sparkstate.api.state import INTERNAL_FIELDS, TIMERS_FIELD, Record
+from sparkstate.api.state import HELD_FIELD, INTERNAL_FIELDS, TIMERS_FIELD, Record
 from sparkstate.api.time import WatermarkStrategy
-from sparkstate.engine.events import EventColumns, admit
+from sparkstate.engine.events import END_OF_INPUT_MS, EventColumns, admit, key_group_of
 from sparkstate.engine.keygroups import dumps_state
 from sparkstate.engine.operator import Events, KeyedOperator, due_timer_limits, timestamp_reader, to_epoch_millis
 from sparkstate.engine.output import arrow_table, python_rows
+from sparkstate.engine.windows import WINDOWS_STATE, WindowOperator
 from sparkstate.errors import JobDefinitionError
+from sparkstate.savepoint.compat import check_restore
+from sparkstate.savepoint.files import LocalDirectory, SavepointWriter, open_savepoint
+from sparkstate.savepoint.migration import type_info, value_type
 
 
 class KeyedHarness:
@@ -46,6 +59,12 @@ class KeyedHarness:
     an event time further ahead of processing time than that. A harness whose processing time
     was never set (neither here nor in a batch) applies no such bound: its clock stands at 0,
     1970, and every realistic event would be ahead of it.
+
+    ``from_savepoint`` starts the harness from a savepoint's state, watermark and processing
+    time (a Spark run's or a harness's), under Flink's restore rules: a state the function no
+    longer declares is refused unless ``allow_non_restored_state``; one it adds starts empty;
+    a compatible value type change is migrated. ``job_name``, ``key_groups`` and ``source``
+    (its identity) are what a savepoint records of the job (``Job.harness`` passes the job's).
     """
 
     def __init__(
@@ -58,6 +77,11 @@ class KeyedHarness:
         processing_time: int | None = None,
         serialize_state: bool = True,
         max_event_time_ahead: int | None = None,
+        from_savepoint: str | os.PathLike[str] | None = None,
+        allow_non_restored_state: bool = False,
+        job_name: str | None = None,
+        key_groups: int | None = None,
+        source: dict[str, Any] | None = None,
     ) -> None:
         keys = [key_by] if isinstance(key_by, str) else list(key_by)
         if watermark_strategy is not None and not watermark_strategy.has_timestamps:
@@ -85,6 +109,20 @@ class KeyedHarness:
         self.output: list[Any] = []
         #: side-output rows by tag name (``dead_letters``, ``late_data``, the function's own tags)
         self.side_outputs: dict[str, list[Any]] = {}
+        self.job_name = job_name
+        self.key_groups = key_groups
+        self.source = source
+        #: notes of the restore (states dropped, added or migrated), as a Spark run warns
+        self.restore_notes: list[str] = []
+        if from_savepoint is not None:
+            self._restore(str(from_savepoint), allow_non_restored_state)
+
+    @classmethod
+    def from_savepoint(
+        cls, path: str | os.PathLike[str], fn: KeyedProcessFunction, key_by: str | Sequence[str], **kwargs: Any
+    ) -> KeyedHarness:
+        """A harness of ``fn`` started from the savepoint at ``path`` (see the class's doc)."""
+        return cls(fn, key_by, from_savepoint=path, **kwargs)
 
     # ------------------------------------------------------------------ driving
 
@@ -186,3 +224,113 @@ class KeyedHarness:
         """The key's pending timers, sorted by time."""
         timers = self.records.get(key, {}).get(TIMERS_FIELD, ())
         return sorted(((TimeDomain(d), ts) for d, ts in timers), key=lambda t: (t[1], t[0]))
+
+    # ------------------------------------------------------------------ savepoints
+
+    def savepoint(self, path: str | os.PathLike[str], *, source_offset: int | None = None) -> dict[str, Any]:
+        """Write the harness's state, timers, watermark and processing time as a savepoint at
+        ``path`` (a new directory), laid out in key groups as a Spark run lays them out; a
+        Spark run restores it like one of its own. ``source_offset``: where a restored Spark
+        run's generator or list source resumes (a list source: the batches already
+        processed). Returns the savepoint's metadata."""
+        groups = self._key_groups()
+        meta: dict[str, Any] = {
+            "id": os.path.basename(os.path.abspath(path)),
+            "job": self._job_name(),
+            "function": type(self.operator.fn).__qualname__,
+            "key_columns": list(self.operator.key_columns),
+            "key_groups": groups,
+            "state": {d.name: d.describe() for d in self.descriptors},
+            "state_types": {d.name: type_info(value_type(d)) for d in self.descriptors},
+            "source": self.source,
+            "source_offset": None if source_offset is None else {"offset": source_offset},
+            "source_files": None,
+            "batch": None,
+            "watermark_ms": self._spark_watermark(),
+            "processing_time_ms": self.processing_time,
+            "checkpoint": None,
+            "taken_by": "harness",
+            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
+        by_group: dict[int, list[tuple[Any, Record]]] = {}
+        for key, rec in self.records.items():
+            for kg, part in self._split(key, rec, groups):
+                by_group.setdefault(kg, []).append((key, part))
+        writer = SavepointWriter(LocalDirectory(path), meta, sorted(d.name for d in self.descriptors))
+        try:
+            for kg in sorted(by_group):
+                writer.add_group(kg, by_group[kg])
+            return writer.publish()
+        except BaseException:
+            writer.abort()
+            raise
+
+    def _job_name(self) -> str:
+        return self.job_name or type(self.operator.fn).__name__
+
+    def _key_groups(self) -> int:
+        return self.key_groups or DEFAULT_KEY_GROUPS
+
+    def _panes(self) -> bool:
+        """Whether records are window panes keyed ``(start, end)`` holding every key's
+        contents (non-merging windows), rather than one record per key."""
+        fn = self.operator.fn
+        return isinstance(fn, WindowOperator) and not fn.assigner.merging
+
+    def _split(self, key: Any, rec: Record, groups: int) -> list[tuple[int, Record]]:
+        """A record as the key groups hold it on Spark: a key's record in its key's group; a
+        window pane in the group of each key it holds, with that group's keys only."""
+        if not self._panes():
+            return [(key_group_of(key, groups), rec)]
+        contents = rec.get(WINDOWS_STATE) or {}
+        parts: dict[int, dict[Any, Any]] = {}
+        for user_key, acc in contents.items():
+            parts.setdefault(key_group_of(user_key, groups), {})[user_key] = acc
+        return [(kg, {**rec, WINDOWS_STATE: part}) for kg, part in parts.items()]
+
+    def _end_watermark(self) -> int:
+        """Spark's watermark once the end-of-input marker went by (see ``OperatorSpec``)."""
+        ooo = self.watermark_strategy.max_out_of_orderness_ms if self.watermark_strategy else 0
+        return END_OF_INPUT_MS - ooo - 1
+
+    def _spark_watermark(self) -> int:
+        """The watermark as a Spark run's savepoint records it (Spark's, which starts at 0)."""
+        if self.watermark >= MAX_WATERMARK:
+            return self._end_watermark()
+        return max(self.watermark, 0)
+
+    def _restore(self, path: str, allow_non_restored_state: bool) -> None:
+        savepoint = open_savepoint(LocalDirectory(path))
+        meta = savepoint.meta
+        # a harness not built from a job takes the savepoint's job name and key groups
+        self.job_name = self.job_name or meta.get("job")
+        self.key_groups = self.key_groups or meta.get("key_groups")
+        job_meta = {"job": self.job_name, "key_columns": list(self.operator.key_columns), "key_groups": self.key_groups}
+        plan, notes = check_restore(meta, job_meta, self.descriptors,
+                                    allow_non_restored_state=allow_non_restored_state, where=savepoint.location)
+        savepoint.verify()
+        self.restore_notes = notes
+        for kg in savepoint.key_groups:
+            for key, rec in plan.records(savepoint.group_bytes(kg)):
+                self._merge(key, rec)
+        wm = int(meta.get("watermark_ms") or 0)
+        if wm >= self._end_watermark():
+            self.watermark = MAX_WATERMARK
+        elif wm > 0:
+            # (the largest event time seen before stays unknown: the watermark only rises, so
+            # the one it gave is all a later batch needs)
+            self.watermark = wm
+        self.processing_time = max(self.processing_time, int(meta.get("processing_time_ms") or 0))
+
+    def _merge(self, key: Any, rec: Record) -> None:
+        """Add a restored record: a window pane comes in parts, one per key group."""
+        have = self.records.get(key)
+        if have is None:
+            self.records[key] = rec
+            return
+        if WINDOWS_STATE in rec:
+            have.setdefault(WINDOWS_STATE, {}).update(rec[WINDOWS_STATE])
+        if TIMERS_FIELD in rec:
+            have[TIMERS_FIELD] = set(have.get(TIMERS_FIELD, set())) | set(rec[TIMERS_FIELD])
+        if HELD_FIELD in rec:
+            have[HELD_FIELD] = max(have.get(HELD_FIELD, rec[HELD_FIELD]), rec[HELD_FIELD])
