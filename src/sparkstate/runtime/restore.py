@@ -60,10 +60,12 @@ def prepare_restore(
     *,
     allow_non_restored_state: bool = False,
     spark: Any = None,
+    replacing: bool = False,
 ) -> Restore:
     """Open and check a savepoint for the job (``job_meta``: ``checkpoint.job_metadata``):
     refused, before anything is written, when it is missing, damaged, of another job or
-    format, or does not fit the job's state (``savepoint/compat.py``)."""
+    format, or does not fit the job's state (``savepoint/compat.py``). ``replacing``: the run
+    deletes the checkpoint first (``--fresh``), so its committed batches do not count."""
     from sparkstate.runtime.savepoints import directory_of
 
     if job_meta.get("plan") == "native":
@@ -71,11 +73,11 @@ def prepare_restore(
             f"job {job_meta['job']!r} would run on the native window path, which keeps Spark SQL's own state and "
             "cannot take a savepoint's; restore it with window_path='python' (--window-path python)"
         )
-    if checkpoint.committed_batches():
+    if not replacing and checkpoint.committed_batches():
         raise SavepointError(
             f"checkpoint {checkpoint.root} already has committed batches: a restore starts a new checkpoint. "
-            "Give another checkpoint directory, or add --fresh (fresh=True) to replace this one (the savepoint "
-            "keeps the state)"
+            "Give another checkpoint directory (--checkpoint DIR, checkpoint_dir=...), or add --fresh (fresh=True) to "
+            "replace this one and the job's output (the savepoint keeps the state); nothing was changed"
         )
     savepoint = open_savepoint(directory_of(location, spark))
     savepoint.meta["location"] = savepoint.location
