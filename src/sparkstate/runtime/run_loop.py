@@ -231,6 +231,8 @@ def _run_locked(
         for p in _progress_dicts(query):
             if p["batchId"] > seen and _ran(p):
                 seen = p["batchId"]
+                if restore is not None:
+                    _starts_at_savepoint(p, restore.source_offset)
                 _account(result, p, batch_events(job.source_spec, p))
                 _record_checkpoint(result, recorder, p)
                 if on_progress is not None:
@@ -382,6 +384,14 @@ def _record_checkpoint(result: RunResult, recorder: CheckpointRecorder, p: dict)
     if stats is not None:
         result.checkpoints.append(stats)
         p["checkpoint"] = asdict(stats)
+
+
+def _starts_at_savepoint(progress: dict, offset: Any) -> None:
+    """A restored checkpoint's first batch reads from the savepoint's offset, where Spark's
+    progress says it started from nothing: set its start so that its events are counted right."""
+    sources = progress.get("sources") or []
+    if sources and sources[0].get("startOffset") in (None, "null") and offset is not None:
+        sources[0]["startOffset"] = offset
 
 
 def _ran(progress: dict) -> bool:

@@ -322,13 +322,13 @@ def _await(checkpoint: CheckpointDir, request: Request, holder: str, wait: float
         time.sleep(0.2)
     if withdraw(checkpoint, request):
         raise SavepointError(
-            f"{holder} did not take the savepoint request within {wait:.0f} s (a run looks for requests once its "
+            f"{holder} did not take the savepoint request within {wait:g} s (a run looks for requests once its "
             "query runs: it may still be starting Spark, or be a sparkstate older than this command). The request is "
             "withdrawn; ask again, with a longer --timeout if the run is busy"
         )
     raise SavepointError(
         f"{holder} took the savepoint request{' and is stopping' if request.stop and accepted else ''} but has not "
-        f"answered within {wait:.0f} s; it may still write the savepoint (into {savepoint_dir or target or 'its default'}"
+        f"answered within {wait:g} s; it may still write the savepoint (into {savepoint_dir or target or 'its default'}"
         "): look there, or ask again with a longer --timeout"
     )
 
