@@ -333,6 +333,10 @@ def savepoint_command(job_name: str, stop: bool, batch: int | None, checkpoint_d
     except SparkStateError as exc:
         errors.print(labelled("error:", "red", exc), soft_wrap=True)
         sys.exit(1)
+    except KeyboardInterrupt:
+        errors.print("interrupted: the request is withdrawn unless the run had taken it (then it still answers it)",
+                     soft_wrap=True)
+        sys.exit(130)
     console.print(_savepoint_table(meta, time.monotonic() - started))
     console.print(text(_restore_hint(str(meta.get("job") or job_name), str(meta["location"]))), soft_wrap=True)
 

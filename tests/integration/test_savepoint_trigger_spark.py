@@ -96,6 +96,8 @@ def test_stop_with_savepoint_ends_the_run_after_a_committed_batch_and_a_restore_
     assert again.events == EVENTS - stop["source_offset"]["offset"]
     first, second = spark_output(spark, stopped.base / "a"), spark_output(spark, stopped.base / "b")
     same_rows(first + second, harness_like_spark(running_sum(), EVENTS))
+    # the same restore again resumes the restored checkpoint (here: finished) instead of starting over
+    assert restored.run(checkpoint_dir=stopped.base / "ck-b", from_savepoint=stop["location"]).already_complete
 
 
 def test_a_stopped_job_saves_any_retained_batch_and_refuses_one_it_does_not_retain(stopped):
@@ -148,3 +150,5 @@ def test_a_database_sink_across_a_restore_writes_the_restored_batches_under_a_wr
         rows_after = conn.execute("SELECT count(*) FROM sums").fetchone()[0]
     assert markers == committed(tmp_path / "ck2")  # every restored batch written, none skipped as a replay
     assert rows_after - rows_before == events - saved["source_offset"]["offset"]
+    # resuming the restored checkpoint keeps its writer (its markers agree with its batches)
+    assert job.run(checkpoint_dir=tmp_path / "ck2", from_savepoint=str(tmp_path / "sp")).already_complete

@@ -298,11 +298,9 @@ def _serve(request: Request, query: Any, writer: Any, job: Job, checkpoint: Chec
             f"job {job.name!r} runs on the native window path (Spark SQL's own aggregation state, which has no key "
             "groups), so its state cannot be saved; run it with --window-path python to take savepoints"))
         return query, False
-    stopped = False
     try:
         if request.stop:
             query, note = stop_between_batches(query, lambda: writer.trigger(once=True).start(), checkpoint)
-            stopped = True
             if query.exception() is not None:
                 answer(checkpoint, request, "failed", error="the job failed while stopping; see the run's output")
                 return query, False  # the loop reports the failure
@@ -314,18 +312,18 @@ def _serve(request: Request, query: Any, writer: Any, job: Job, checkpoint: Chec
     except Exception as exc:
         answer(checkpoint, request, "failed", error=str(exc) if isinstance(exc, SparkStateError) else repr(exc))
         note = f"a savepoint was asked for ({request.asker}) and failed: {exc}"
-        if stopped:
-            note += "; the job goes on"
+        if request.stop and not query.isActive and query.exception() is None:
+            note += "; the job goes on"  # stopped for the savepoint: started again with its own trigger
             query = checkpointed(writer, job, checkpoint).start()
         result.warnings.append(note)
         return query, False
     summary = {k: v for k, v in meta.items() if k != "files"}
     answer(checkpoint, request, "done", savepoint=summary)
     result.savepoint = summary
-    result.stopped_with_savepoint = stopped
+    result.stopped_with_savepoint = request.stop
     if on_notice is not None:
-        on_notice(describe_savepoint(summary) + ("; the job stopped after it" if stopped else "; the job goes on"))
-    return query, stopped
+        on_notice(describe_savepoint(summary) + ("; the job stopped after it" if request.stop else "; the job goes on"))
+    return query, request.stop
 
 
 def describe_savepoint(meta: dict) -> str:

@@ -290,11 +290,15 @@ def savepoint(
             return _offline(checkpoint, batch, target, savepoint_dir, spark, log_file, stopped=False)
     request = Request.new(stop=stop, batch=batch, target=target, savepoint_dir=savepoint_dir, wait=wait)
     post(checkpoint, request)
-    holder = describe_holder(read_holder(checkpoint.storage))
-    if on_wait is not None:
-        on_wait(f"{holder} holds {checkpoint.root}: asked it for a savepoint"
-                + (" and to stop after its next committed batch" if stop else " (the job goes on)"))
-    return _await(checkpoint, request, holder, wait, batch, target, savepoint_dir, spark, log_file, job)
+    try:
+        holder = describe_holder(read_holder(checkpoint.storage))
+        if on_wait is not None:
+            on_wait(f"{holder} holds {checkpoint.root}: asked it for a savepoint"
+                    + (" and to stop after its next committed batch" if stop else " (the job goes on)"))
+        return _await(checkpoint, request, holder, wait, batch, target, savepoint_dir, spark, log_file, job)
+    except KeyboardInterrupt:
+        withdraw(checkpoint, request)  # nobody waits for it now: a run that has not taken it never will
+        raise
 
 
 def _await(checkpoint: CheckpointDir, request: Request, holder: str, wait: float, batch: int | None,

@@ -209,3 +209,56 @@ def test_a_restore_warns_of_batches_the_table_holds_from_after_the_savepoint(tmp
     assert "writes their effect again" in note
     assert restore_warnings(job, {**recorded, "batch": 3}) == []  # a savepoint of the last batch: nothing after
     assert len(restore_warnings(job, {"batch": 1})) == 1  # a savepoint without its writers: the job's own
+
+
+class FakeWriter:
+    """A DataStreamWriter whose start() gives a running FakeQuery, recording its trigger."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.triggers = root, []
+
+    def option(self, *args) -> FakeWriter:
+        return self
+
+    def trigger(self, **kwargs) -> FakeWriter:
+        self.triggers.append(kwargs)
+        return self
+
+    def start(self) -> FakeQuery:
+        return FakeQuery(self.root, 0)
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_run_serves_a_stop_request_and_goes_on_when_the_savepoint_fails(tmp_path, monkeypatch, fails):
+    from sparkstate import Job, ListSource, NoopSink
+    from sparkstate.runtime import run_loop, savepoints
+    from sparkstate.runtime.result import RunResult
+
+    ck = checkpoint_of(tmp_path)
+
+    def take_savepoint(root, **kwargs):
+        if fails:
+            raise SavepointError("no space left for the savepoint")
+        return {"location": "/sp", "batch": 0, "keys": 3, "bytes": 2048, "seconds": 0.5, "files": {"0": {}}}
+
+    monkeypatch.setattr(savepoints, "take_savepoint", take_savepoint)
+    job = Job("running-sum").source(ListSource([[{"k": "a"}]], "k string")).sink(NoopSink())
+    result = RunResult(job="running-sum", checkpoint_dir=ck.root)
+    request = requests.Request.new(stop=True)
+    notices: list[str] = []
+    running = FakeQuery(Path(ck.root), 0)
+    writer = FakeWriter(Path(ck.root))
+    query, ends = run_loop._serve(request, running, writer, job, ck, None, result, notices.append)
+    reply = requests.read_answer(ck, request)
+    assert not running.isActive  # stopped between two batches
+    if fails:
+        assert not ends and query.isActive and query is not running  # started again, with its own trigger
+        assert writer.triggers[-1] == {"processingTime": job.settings.checkpoint.trigger}
+        assert reply["status"] == "failed" and "no space left" in reply["error"]
+        assert "failed: no space left for the savepoint; the job goes on" in result.warnings[0]
+        assert result.savepoint is None
+    else:
+        assert ends and result.stopped_with_savepoint
+        assert reply == {"id": request.id, "status": "done", "savepoint": result.savepoint}
+        assert "files" not in result.savepoint
+        assert notices == ["savepoint /sp: batch 0, 3 keys, 2.0 KB, taken in 0.5 s; the job stopped after it"]
