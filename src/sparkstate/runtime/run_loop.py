@@ -225,6 +225,7 @@ def _run_locked(
     recorder = CheckpointRecorder(checkpoint)
     requests = RequestWatch(checkpoint)
     seen = -1
+    shown = None  # the last savepoint on_notice was told of
 
     def take_progress() -> None:
         nonlocal seen
@@ -266,8 +267,12 @@ def _run_locked(
                     break
                 request = requests.poll()
                 if request is not None:
-                    query, stopped = _serve(request, query, writer, job, checkpoint, spark, result, on_notice)
-                    take_progress()  # a batch the stop ran to its end
+                    query, stopped = _serve(request, query, writer, job, checkpoint, spark, result)
+                    take_progress()  # the batches up to the savepoint's (and one a stop ran to its end)
+                    if result.savepoint is not None and result.savepoint.get("location") != shown and on_notice is not None:
+                        shown = result.savepoint.get("location")
+                        on_notice(describe_savepoint(result.savepoint)
+                                  + ("; the job stopped after it" if stopped else "; the job goes on"))
                     if stopped:
                         break
                     continue
@@ -284,10 +289,11 @@ def _run_locked(
 
 
 def _serve(request: Request, query: Any, writer: Any, job: Job, checkpoint: CheckpointDir, spark: Any,
-           result: RunResult, on_notice: Callable[[str], None] | None) -> tuple[Any, bool]:
-    """Take the savepoint ``request`` asks for (``savepoint_requests.py``) and answer it; with
-    ``request.stop``, stop the query after a committed batch first. Returns the query (a
-    stopped or restarted one) and whether the run ends with the savepoint."""
+           result: RunResult) -> tuple[Any, bool]:
+    """Take the savepoint ``request`` asks for (``savepoint_requests.py``), answer it and put it
+    on ``result.savepoint``; with ``request.stop``, stop the query after a committed batch
+    first. Returns the query (a stopped or restarted one) and whether the run ends with the
+    savepoint."""
     from sparkstate.runtime.query import checkpointed
     from sparkstate.runtime.savepoints import take_savepoint
     from sparkstate.runtime.spark_sinks import database_writers
@@ -321,8 +327,6 @@ def _serve(request: Request, query: Any, writer: Any, job: Job, checkpoint: Chec
     answer(checkpoint, request, "done", savepoint=summary)
     result.savepoint = summary
     result.stopped_with_savepoint = request.stop
-    if on_notice is not None:
-        on_notice(describe_savepoint(summary) + ("; the job stopped after it" if request.stop else "; the job goes on"))
     return query, request.stop
 
 

@@ -245,10 +245,9 @@ def test_a_run_serves_a_stop_request_and_goes_on_when_the_savepoint_fails(tmp_pa
     job = Job("running-sum").source(ListSource([[{"k": "a"}]], "k string")).sink(NoopSink())
     result = RunResult(job="running-sum", checkpoint_dir=ck.root)
     request = requests.Request.new(stop=True)
-    notices: list[str] = []
     running = FakeQuery(Path(ck.root), 0)
     writer = FakeWriter(Path(ck.root))
-    query, ends = run_loop._serve(request, running, writer, job, ck, None, result, notices.append)
+    query, ends = run_loop._serve(request, running, writer, job, ck, None, result)
     reply = requests.read_answer(ck, request)
     assert not running.isActive  # stopped between two batches
     if fails:
@@ -261,4 +260,4 @@ def test_a_run_serves_a_stop_request_and_goes_on_when_the_savepoint_fails(tmp_pa
         assert ends and result.stopped_with_savepoint
         assert reply == {"id": request.id, "status": "done", "savepoint": result.savepoint}
         assert "files" not in result.savepoint
-        assert notices == ["savepoint /sp: batch 0, 3 keys, 2.0 KB, taken in 0.5 s; the job stopped after it"]
+        assert run_loop.describe_savepoint(result.savepoint) == "savepoint /sp: batch 0, 3 keys, 2.0 KB, taken in 0.5 s"
