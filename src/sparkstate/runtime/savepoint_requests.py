@@ -19,7 +19,8 @@ batches and stops it there (:func:`stop_between_batches`): the savepoint is then
 timers, watermark and source offsets of the last batch the sinks wrote, so a restored run
 writes nothing twice and misses nothing. A request nobody waits for any more (its asker gave
 up) is dropped unanswered; when the run ends before it answers, the asker takes the savepoint
-of the stopped checkpoint itself.
+of the stopped checkpoint itself, and a request deleted unanswered (a run starting with
+``--fresh`` clears the directory) is left again.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ REQUEST_FILE = "savepoint-request.json"
 RESPONSE_FILE = "savepoint-response.json"
 #: how long an asker waits for the running job's answer unless told otherwise
 DEFAULT_WAIT_SECONDS = 600.0
+#: how long a request may be gone unanswered before the asker leaves it again
+LOST_REQUEST_SECONDS = 5.0
 #: how long a stop waits for the query to be between two batches before it stops it anyway
 #: (and runs the batch it interrupted to its end)
 IDLE_WAIT_SECONDS = 30.0
@@ -305,9 +308,19 @@ def _await(checkpoint: CheckpointDir, request: Request, holder: str, wait: float
            target: str | None, savepoint_dir: str | None, spark: Any, log_file: Any, job: str) -> dict[str, Any]:
     deadline = time.monotonic() + wait
     accepted = False
+    missing_since: float | None = None
     while time.monotonic() < deadline:
         reply = read_answer(checkpoint, request)
         status = (reply or {}).get("status")
+        if status is None and _read(checkpoint, REQUEST_FILE) is None:
+            # gone unanswered: a run answers at once what it takes, so the request was deleted
+            # with the directory's own folder (a run starting with --fresh): leave it again
+            missing_since = missing_since or time.monotonic()
+            if time.monotonic() - missing_since > LOST_REQUEST_SECONDS:
+                post(checkpoint, request)
+                missing_since = None
+        else:
+            missing_since = None
         if status == "done":
             return {**reply["savepoint"], "taken_by": holder, "stopped": request.stop,  # type: ignore[index]
                     "running": not request.stop}

@@ -261,3 +261,25 @@ def test_a_run_serves_a_stop_request_and_goes_on_when_the_savepoint_fails(tmp_pa
         assert reply == {"id": request.id, "status": "done", "savepoint": result.savepoint}
         assert "files" not in result.savepoint
         assert run_loop.describe_savepoint(result.savepoint) == "savepoint /sp: batch 0, 3 keys, 2.0 KB, taken in 0.5 s"
+
+
+def test_a_request_deleted_unanswered_is_left_again(tmp_path, monkeypatch):
+    """A run starting with --fresh clears the checkpoint directory, a waiting request with it."""
+    monkeypatch.setattr(requests, "LOST_REQUEST_SECONDS", 0.1)
+    ck = checkpoint_of(tmp_path)
+    with ck.lock("running-sum"):
+
+        def fresh_start_then_serve() -> None:
+            while requests.take(ck) is None:  # deleted unanswered, as --fresh does
+                time.sleep(0.02)
+            deadline = time.monotonic() + 10
+            while (request := requests.take(ck)) is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert request is not None
+            requests.answer(ck, request, "done", savepoint={"location": "/sp"})
+
+        server = threading.Thread(target=fresh_start_then_serve)
+        server.start()
+        meta = requests.savepoint(ck.root, wait=10, job="running-sum")
+        server.join()
+    assert meta["location"] == "/sp" and meta["running"]
