@@ -109,6 +109,12 @@ def explain_job(job_name: str, events: int, source_spec: str | None) -> None:
 @click.option("--fresh", is_flag=True,
               help="Start over: delete the job's checkpoint and output first (only what sparkstate made for the job).")
 @click.option("--quiet", is_flag=True, help="No per-batch progress lines.")
+@click.option("--from-savepoint", "from_savepoint", metavar="PATH",
+              help="Start a new checkpoint from this savepoint's state, watermark and source position (any "
+              "--partitions, either --state-backend); with the default checkpoint holding batches, add --fresh or "
+              "give another --checkpoint.")
+@click.option("--allow-non-restored-state", is_flag=True,
+              help="With --from-savepoint: drop the savepoint's states the job no longer declares instead of refusing.")
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -134,11 +140,14 @@ def run(
     timeout: float | None,
     fresh: bool,
     quiet: bool,
+    from_savepoint: str | None,
+    allow_non_restored_state: bool,
 ) -> None:
     """Run a seed job on its generator, or on lines from a socket or files (see `sparkstate jobs`)."""
     from sparkstate.connectors import database
     from sparkstate.connectors.sinks import ConsoleSink, DatabaseSink, ParquetSink, parse_sink
     from sparkstate.connectors.sources import describe_guarantee
+    from sparkstate.errors import JobDefinitionError
     from sparkstate.jobs import get_job
     from sparkstate.metrics.memory import PeakMemory
     from sparkstate.metrics.progress import ProgressPrinter, print_summary
@@ -176,6 +185,10 @@ def run(
         assert source is not None, "a seed job has a source"
         console.print(text(f"source: {source.describe()} ({describe_guarantee(source)})"))
         console.print(text(f"sink: {sink.describe()}; checkpoint: {ckpt}"))
+        if from_savepoint:
+            console.print(text(f"restoring savepoint {from_savepoint} into a new checkpoint"))
+        elif allow_non_restored_state:
+            raise JobDefinitionError("--allow-non-restored-state applies to a restore: add --from-savepoint PATH")
         if not source.bounded:
             console.print("the source has no end: Ctrl-C (or --timeout) stops the run, and the next run resumes")
         console.print("starting Spark (the first batch includes Spark's start-up)...")
@@ -185,7 +198,8 @@ def run(
             # tables it created; a database's markers too, as the new checkpoint's batch ids start at 0 again),
             # under the checkpoint's lock, once the job is known to be well formed
             result = job.run(checkpoint_dir=ckpt, on_progress=printer, timeout=timeout, log_file=home / "spark.log",
-                             fresh=fresh, on_notice=_notice)
+                             fresh=fresh, on_notice=_notice, from_savepoint=from_savepoint,
+                             allow_non_restored_state=allow_non_restored_state)
         result.peak_memory_bytes = memory.peak_bytes
         from sparkstate.runtime.state_reader import state_keys  # Spark has started by now
 
@@ -199,6 +213,9 @@ def run(
         if isinstance(sink, DatabaseSink):
             bound = database.bind_job_sinks(job).sink_spec
             console.print(text(f"output: {database.count_rows(bound):,} rows in table {bound.table} ({bound.describe()})"))
+        if result.stopped_with_savepoint and result.savepoint:
+            console.print(text("stopped with savepoint ", "green") + text(str(result.savepoint["location"]), "bold"))
+            console.print(text(_restore_hint(job_name, str(result.savepoint["location"]))), soft_wrap=True)
     except SparkStateError as exc:
         errors.print(labelled("error:", "red", exc), soft_wrap=True)
         sys.exit(1)
@@ -279,6 +296,82 @@ def list_checkpoints(job_name: str, checkpoint_dir: str | None) -> None:
     except SparkStateError as exc:
         errors.print(labelled("error:", "red", exc), soft_wrap=True)
         sys.exit(1)
+
+
+@main.command("savepoint")
+@click.argument("job_name", metavar="JOB")
+@click.option("--stop", is_flag=True,
+              help="Stop the running job after its next committed batch, with a savepoint of that batch "
+              "(Flink's `flink stop`).")
+@click.option("--batch", type=click.IntRange(min=0),
+              help="The committed batch to save: one the checkpoint retains (`sparkstate checkpoints JOB`) [the last].")
+@click.option("--checkpoint", "checkpoint_dir", metavar="DIR", help="Checkpoint directory [.sparkstate/JOB/checkpoint].")
+@click.option("--target", metavar="DIR", help="Where to write the savepoint [.sparkstate/savepoints/JOB-bBATCH-TIME].")
+@click.option("--timeout", "wait", type=click.FloatRange(min=0, min_open=True), default=600, show_default=True,
+              help="Seconds to wait for a running job's answer.")
+def savepoint_command(job_name: str, stop: bool, batch: int | None, checkpoint_dir: str | None, target: str | None,
+                   wait: float) -> None:
+    """Take a savepoint of a job: its state, timers, watermark and source offsets at one committed batch.
+
+    A running job (one that holds the checkpoint) is asked through its checkpoint directory and
+    goes on, or with --stop stops after its next committed batch. A stopped job's savepoint is
+    taken from its checkpoint, of its last committed batch or of --batch N.
+    """
+    import time
+
+    from sparkstate.runtime.savepoint_requests import savepoint
+    from sparkstate.runtime.savepoints import DEFAULT_SAVEPOINT_DIR
+
+    home = Path(".sparkstate") / job_name
+    started = time.monotonic()
+    try:
+        meta = savepoint(
+            checkpoint_dir or str(home / "checkpoint"), stop=stop, batch=batch, target=target,
+            savepoint_dir=DEFAULT_SAVEPOINT_DIR, wait=wait, log_file=home / "spark.log", job=job_name,
+            on_wait=lambda message: console.print(text(message + "; waiting..."), soft_wrap=True),
+        )
+    except SparkStateError as exc:
+        errors.print(labelled("error:", "red", exc), soft_wrap=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        errors.print("interrupted: the request is withdrawn unless the run had taken it (then it still answers it)",
+                     soft_wrap=True)
+        sys.exit(130)
+    console.print(_savepoint_table(meta, time.monotonic() - started))
+    console.print(text(_restore_hint(str(meta.get("job") or job_name), str(meta["location"]))), soft_wrap=True)
+
+
+def _savepoint_table(meta: dict, waited: float) -> Table:
+    """What a user wants of a savepoint just taken: where, which batch, how much, how long."""
+    import json
+
+    from sparkstate.metrics.progress import human_bytes
+
+    table = Table(title=text(f"savepoint of {meta.get('job')}"), show_header=False, title_justify="left")
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    table.add_row("path", text(str(meta["location"])))
+    table.add_row("batch", f"{meta.get('batch')} (its state, timers, watermark and source offsets)")
+    table.add_row("keys", f"{meta.get('keys', 0):,}")
+    table.add_row("size", human_bytes(meta.get("bytes") or 0))
+    table.add_row("time", f"{meta.get('seconds', 0.0):,.1f} s to write" + (
+        f", {waited:,.1f} s in all (with the stop)" if meta.get("stopped") else f", {waited:,.1f} s in all"))
+    if meta.get("source_offset") is not None:
+        table.add_row("source offset", text(json.dumps(meta["source_offset"])))
+    if meta.get("watermark_ms"):
+        import datetime as dt
+
+        wm = dt.datetime.fromtimestamp(meta["watermark_ms"] / 1000, dt.UTC)
+        table.add_row("watermark", f"{wm:%Y-%m-%d %H:%M:%S} UTC")
+    table.add_row("taken by", text(str(meta.get("taken_by"))))
+    table.add_row("the job", "stopped" if meta.get("stopped") else "goes on" if meta.get("running") else "was not running")
+    return table
+
+
+def _restore_hint(job_name: str, location: str) -> str:
+    return (f"restore it: sparkstate run {job_name} --from-savepoint {location} --fresh (replaces the job's checkpoint "
+            "and output), or with --checkpoint NEW_DIR instead of --fresh (keeps them); add --partitions N or "
+            "--state-backend to change either")
 
 
 def _generator_settings(generator: type, pairs: tuple[str, ...]) -> dict:

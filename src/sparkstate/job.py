@@ -98,7 +98,7 @@ class Job(JobDescription):
         folder that is not the job's).
 
         ``from_savepoint`` starts a new checkpoint from a savepoint (``sparkstate savepoint``,
-        :func:`sparkstate.savepoints.take_savepoint`): its state, timers, watermark and source
+        :meth:`savepoint`): its state, timers, watermark and source
         position, with any partitions and either state backend. A savepoint that does not fit
         the job is refused before anything runs (:class:`~sparkstate.errors.SavepointError`); a
         state the savepoint holds and the job no longer declares is refused unless
@@ -119,3 +119,31 @@ class Job(JobDescription):
             from_savepoint=None if from_savepoint is None else str(from_savepoint),
             allow_non_restored_state=allow_non_restored_state,
         )
+
+    def savepoint(
+        self,
+        *,
+        checkpoint_dir: str | Path | None = None,
+        stop: bool = False,
+        batch: int | None = None,
+        target: str | Path | None = None,
+        wait: float = 600.0,
+        spark: Any = None,
+    ) -> dict[str, Any]:
+        """Take a savepoint of this job (Flink's ``flink savepoint`` / ``flink stop``): the state,
+        timers, watermark and source offsets of one committed batch, for ``run(from_savepoint=...)``.
+
+        When a run holds the checkpoint (``run()`` in another process or thread), it is asked
+        and goes on, or with ``stop`` stops after its next committed batch; ``wait`` seconds at
+        most. Otherwise the savepoint is taken from the checkpoint of the last committed batch,
+        or of ``batch`` (one the checkpoint retains). ``target`` defaults to a new folder in
+        ``savepoints/`` beside the checkpoint. Returns the savepoint's metadata: ``location``,
+        ``batch``, ``keys``, ``bytes``, ``seconds``...
+        """
+        from sparkstate.runtime.savepoint_requests import savepoint
+
+        directory = checkpoint_dir if checkpoint_dir is not None else self.settings.checkpoint.directory
+        if directory is None:
+            raise JobDefinitionError(f"job {self.name!r}: savepoint() needs the checkpoint_dir the job runs with")
+        return savepoint(directory, stop=stop, batch=batch, target=None if target is None else str(target),
+                         wait=wait, spark=spark, job=self.name)

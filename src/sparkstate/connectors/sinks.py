@@ -115,6 +115,9 @@ class DatabaseSink:
     #: the upsert key: column names, or one string "a,b" (a tuple of names once constructed)
     key: tuple[str, ...] | str = ()
     job: str | None = None
+    #: set by the run, not by users: the savepoint the job's checkpoint was restored from. A
+    #: restored checkpoint's batch ids start at 0 again, so its writer has an identity of its own
+    restored_from: str | None = None
 
     def __post_init__(self) -> None:
         from sparkstate.errors import JobDefinitionError
@@ -176,8 +179,9 @@ class DatabaseSink:
     @property
     def marker(self) -> str:
         """The writer's identity in the marker table: the job and the table, so that two
-        deployments of one job name into two tables of one database keep apart."""
-        return f"{self.job}@{self.table}"
+        deployments of one job name into two tables of one database keep apart; a checkpoint
+        restored from a savepoint adds ``#<savepoint id>`` (its batch ids start at 0 again)."""
+        return f"{self.job}@{self.table}" + (f"#{self.restored_from}" if self.restored_from else "")
 
     def _check_target(self) -> None:
         """Raise a :class:`JobDefinitionError` when the database's address is unusable."""

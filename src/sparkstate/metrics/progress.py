@@ -17,17 +17,7 @@ from rich.text import Text
 
 from sparkstate.runtime.checkpoint_stats import CheckpointStats, state_bytes
 from sparkstate.runtime.result import RunResult
-from sparkstate.runtime.terminal import labelled, text
-
-
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1024 or unit == "GB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GB"
+from sparkstate.runtime.terminal import human_bytes, labelled, text
 
 
 class ProgressPrinter:

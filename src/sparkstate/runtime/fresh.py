@@ -12,7 +12,9 @@ what sparkstate provably made for the job, and say what was kept and why.
 * A database table goes when the table's record in the database says this job created it
   (``sparkstate_tables``, see ``connectors/database/protocol.py``). A table it did not create
   is kept, its rows too, and the job's markers are deleted so its batch ids can start at 0
-  again; the run goes on, appending to it, and says so.
+  again; the run goes on, appending to it, and says so. The markers deleted are the old
+  checkpoint's writer's and the new run's (a checkpoint restored from a savepoint writes
+  under an identity of its own).
 
 Everything is checked before anything is deleted, and the database first (it can be
 unreachable): a refusal leaves all as it was. The run holds the checkpoint's lock throughout.
@@ -68,17 +70,23 @@ def claim_outputs(job: Any, checkpoint: CheckpointDir, spark: Any = None) -> Non
                                 "make it writable or choose another (parquet:PATH)") from exc
 
 
-def start_fresh(job: Any, checkpoint: CheckpointDir, spark: Any = None) -> list[str]:
+def start_fresh(
+    job: Any, checkpoint: CheckpointDir, spark: Any = None, restored_ids: tuple[str | None, ...] = ()
+) -> list[str]:
     """Delete the job's checkpoint and outputs (a bound job: its database sinks carry their
     tables); returns what was kept, as notes for the user. Raises, deleting nothing, when the
-    checkpoint directory or an output folder holds what is not the job's."""
+    checkpoint directory or an output folder holds what is not the job's.
+
+    A database sink's batch markers go for its writer and for its writers restored from the
+    savepoints ``restored_ids`` (see :func:`~sparkstate.connectors.database.reset`): the
+    identity the old checkpoint wrote with and the one the new run writes with."""
     _check_checkpoint(job, checkpoint)
     outputs = [(sink, open_storage(sink.path, spark)) for sink in parquet_sinks(job)]
     for sink, storage in outputs:
         _check_output(job, sink, storage)
     notes = []
     for db_sink, _ in database.job_database_sinks(job):
-        kept = database.reset(db_sink)
+        kept = database.reset(db_sink, restored_ids)
         if kept:
             notes.append(kept)
     for _, storage in outputs:

@@ -82,8 +82,8 @@ def prepare_restore(
     if not fresh and checkpoint.committed_batches():
         raise SavepointError(
             f"checkpoint {checkpoint.root} already has committed batches: a restore starts a new checkpoint. "
-            "Give another checkpoint directory, or add --fresh (fresh=True) to replace this one (the savepoint "
-            "keeps the state)"
+            "Give another checkpoint directory (--checkpoint DIR, checkpoint_dir=...), or add --fresh (fresh=True) to "
+            "replace this one and the job's output (the savepoint keeps the state); nothing was changed"
         )
     savepoint = open_savepoint(directory_of(location, spark))
     savepoint.meta["location"] = savepoint.location

@@ -37,6 +37,11 @@ class RunResult:
     plan: WindowPath = WindowPath.PYTHON
     #: the figures of each checkpoint (committed micro-batch) of this run, in order
     checkpoints: list[CheckpointStats] = field(default_factory=list)
+    #: the last savepoint taken during the run on request (``sparkstate savepoint``): its
+    #: metadata (``location``, ``batch``, ``keys``, ``bytes``, ``seconds``...) without the file list
+    savepoint: dict | None = None
+    #: whether the run stopped because a savepoint request said so (``--stop``)
+    stopped_with_savepoint: bool = False
 
     @property
     def side_outputs(self) -> dict[str, int]:

@@ -197,6 +197,14 @@ class RunLock:
         self.release()
 
 
+def read_holder(storage: Storage) -> dict | None:
+    """What the lock's file says of the run holding it (job, pid, host, start time), or None."""
+    try:
+        return _parse(storage.read_text(LOCK_FILE if isinstance(storage, LocalStorage) else LEASE_FILE))
+    except (OSError, ValueError):
+        return None
+
+
 def lock_checkpoint(storage: Storage, job: str) -> RunLock:
     """Take the lock of the checkpoint directory at ``storage`` for a run of ``job``;
     :class:`CheckpointInUseError` naming the holder when another run has it."""

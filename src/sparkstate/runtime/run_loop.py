@@ -25,7 +25,7 @@ from sparkstate.api.job import WindowPath
 from sparkstate.connectors.database import bind_job_sinks
 from sparkstate.engine.compile import keyed_function
 from sparkstate.engine.operator import KeyedOperator
-from sparkstate.errors import JobDefinitionError
+from sparkstate.errors import JobDefinitionError, SparkStateError
 from sparkstate.runtime.checkpoint import check_or_write, job_metadata
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
 from sparkstate.runtime.checkpoint_stats import CheckpointRecorder, state_bytes
@@ -36,6 +36,7 @@ from sparkstate.runtime.planner import NATIVE, PYTHON, Plan, plan
 from sparkstate.runtime.query import build_query, operator_spec, output_arrow
 from sparkstate.runtime.result import RunResult
 from sparkstate.runtime.run_lock import RunLock
+from sparkstate.runtime.savepoint_requests import Request, RequestWatch, answer, stop_between_batches
 from sparkstate.runtime.storage import is_local
 
 
@@ -126,7 +127,7 @@ def _run_locked(
     allow_non_restored_state: bool = False,
 ) -> RunResult:
     from sparkstate.runtime.spark_session import active_session, get_spark, local_cores, state_store_class
-    from sparkstate.runtime.spark_sinks import check_file_sink, open_database_sinks
+    from sparkstate.runtime.spark_sinks import check_file_sink, database_writers, open_database_sinks, restore_warnings
     from sparkstate.runtime.spark_sources import batch_events, restore_notes, restored_offset, source_columns
 
     source = job.source_spec
@@ -148,28 +149,7 @@ def _run_locked(
     function = keyed_function(job)
     # declared state, from a copy: the job's function object stays unopened for Spark to ship
     descriptors = KeyedOperator(copy.deepcopy(function), job.key_columns).open()
-    restore = None
-    if from_savepoint is not None and (fresh or not _resumes_restore(checkpoint, from_savepoint)):
-        # before anything is deleted (--fresh), created (database tables) or written: a
-        # savepoint that cannot be restored leaves everything as it was
-        from sparkstate.runtime.restore import prepare_restore
-
-        identity = job_metadata(job, operator_spec(job, function, output_arrow=None), descriptors, {}, chosen.path)
-        restore = prepare_restore(from_savepoint, identity, descriptors, checkpoint, fresh=fresh,
-                                  allow_non_restored_state=allow_non_restored_state, spark=spark)
     result = RunResult(job=job.name, checkpoint_dir=checkpoint.root)
-    if fresh:
-        # after the job is known to be well formed, so that a bad job deletes nothing
-        if not all(is_local(s.path) for s in parquet_sinks(job)):
-            spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
-        for note in start_fresh(bind_job_sinks(job), checkpoint, spark):
-            result.warnings.append(note)
-            if on_notice is not None:
-                on_notice(note)
-    # an unreachable database or a table that does not fit stops the job here, before Spark starts
-    job = open_database_sinks(job, checkpoint, native=chosen.path == NATIVE)
-    check_file_sink(job, checkpoint)
-
     # resolving the output's Arrow schema needs Spark: it comes once Spark runs
     spec = operator_spec(job, function, output_arrow=None)
     spark = spark or active_session()
@@ -182,10 +162,40 @@ def _run_locked(
     settings = {"parallelism": partitions}
     result.plan = chosen.path
     meta = job_metadata(job, spec, descriptors, settings, chosen.path)
-    if restore is not None:
+    # the savepoint the checkpoint was restored from: its database writers' identities carry it
+    was_restored = _restored_id(checkpoint)
+    restore = None
+    if from_savepoint is not None and (fresh or not _resumes_restore(checkpoint, from_savepoint)):
+        from sparkstate.runtime.restore import prepare_restore
+
+        # checked before --fresh deletes anything: a savepoint that does not fit changes nothing
+        restore = prepare_restore(from_savepoint, meta, descriptors, checkpoint,
+                                  allow_non_restored_state=allow_non_restored_state, spark=spark, fresh=fresh)
         meta["restored_from"] = restore.identity()
         result.warnings += [*restore.notes, *restore_notes(source, restore.savepoint.meta)]
         spec = replace(spec, restore=restore.plan, restored_watermark_ms=restore.watermark_ms)
+    restored_id = _savepoint_id(restore.identity()) if restore is not None else (None if fresh else was_restored)
+    if fresh:
+        # after the job is known to be well formed, so that a bad job deletes nothing; the
+        # markers of the old checkpoint's writers go, and any of the writers this run starts
+        if not all(is_local(s.path) for s in parquet_sinks(job)):
+            spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
+        writers = (restored_id, _restored_id(checkpoint, committed=False))
+        for note in start_fresh(bind_job_sinks(job, was_restored), checkpoint, spark, writers):
+            result.warnings.append(note)
+            if on_notice is not None:
+                on_notice(note)
+    # an unreachable database or a table that does not fit stops the job here, before Spark starts
+    job = open_database_sinks(job, checkpoint, native=chosen.path == NATIVE, restored_from=restored_id)
+    check_file_sink(job, checkpoint, restoring=restore is not None)
+    if restore is not None:
+        for note in restore_warnings(job, restore.savepoint.meta):
+            result.warnings.append(note)
+            if on_notice is not None:
+                on_notice(note)
+    recorded = database_writers(job)
+    if recorded:
+        meta["sinks"] = recorded  # what a savepoint of the stopped job records of them
     # a checkpoint of another job, a finished run and a read-only or full directory are
     # found before Spark starts (10 s and more on a small machine)
     result.warnings += check_or_write(checkpoint, meta)
@@ -215,7 +225,9 @@ def _run_locked(
     recorder = CheckpointRecorder(checkpoint)
     # a restored run's first batch starts at the savepoint's offset, not at 0
     first_offset = restored_offset(source, restore.savepoint.meta if restore is not None else None)
+    requests = RequestWatch(checkpoint)
     seen = -1
+    shown = None  # the last savepoint on_notice was told of
 
     def take_progress() -> None:
         nonlocal seen
@@ -253,6 +265,17 @@ def _run_locked(
                 if interrupted.is_set():
                     result.warnings.append("interrupted: the run stopped; run again to resume from the checkpoint")
                     break
+                request = requests.poll()
+                if request is not None:
+                    query, stopped = _serve(request, query, writer, job, checkpoint, spark, result)
+                    take_progress()  # the batches up to the savepoint's (and one a stop ran to its end)
+                    if result.savepoint is not None and result.savepoint.get("location") != shown and on_notice is not None:
+                        shown = result.savepoint.get("location")
+                        on_notice(describe_savepoint(result.savepoint)
+                                  + ("; the job stopped after it" if stopped else "; the job goes on"))
+                    if stopped:
+                        break
+                    continue
                 time.sleep(0.1)
         finally:
             # the run's time is the input's processing time; stopping the query is not part of it
@@ -265,6 +288,56 @@ def _run_locked(
     return result
 
 
+def _serve(request: Request, query: Any, writer: Any, job: Job, checkpoint: CheckpointDir, spark: Any,
+           result: RunResult) -> tuple[Any, bool]:
+    """Take the savepoint ``request`` asks for (``savepoint_requests.py``), answer it and put it
+    on ``result.savepoint``; with ``request.stop``, stop the query after a committed batch
+    first. Returns the query (a stopped or restarted one) and whether the run ends with the
+    savepoint."""
+    from sparkstate.runtime.query import checkpointed
+    from sparkstate.runtime.savepoints import take_savepoint
+    from sparkstate.runtime.spark_sinks import database_writers
+
+    answer(checkpoint, request, "accepted")
+    if result.plan == NATIVE:
+        answer(checkpoint, request, "failed", error=(
+            f"job {job.name!r} runs on the native window path (Spark SQL's own aggregation state, which has no key "
+            "groups), so its state cannot be saved; run it with --window-path python to take savepoints"))
+        return query, False
+    try:
+        if request.stop:
+            query, note = stop_between_batches(query, lambda: writer.trigger(once=True).start(), checkpoint)
+            if query.exception() is not None:
+                answer(checkpoint, request, "failed", error="the job failed while stopping; see the run's output")
+                return query, False  # the loop reports the failure
+            if note:
+                result.warnings.append(note)
+        writers = database_writers(job, tops=True)
+        meta = take_savepoint(checkpoint.root, target=request.target, batch=request.batch, spark=spark,
+                              savepoint_dir=request.savepoint_dir, extra={"sinks": writers} if writers else None)
+    except Exception as exc:
+        answer(checkpoint, request, "failed", error=str(exc) if isinstance(exc, SparkStateError) else repr(exc))
+        note = f"a savepoint was asked for ({request.asker}) and failed: {exc}"
+        if request.stop and not query.isActive and query.exception() is None:
+            note += "; the job goes on"  # stopped for the savepoint: started again with its own trigger
+            query = checkpointed(writer, job, checkpoint).start()
+        result.warnings.append(note)
+        return query, False
+    summary = {k: v for k, v in meta.items() if k != "files"}
+    answer(checkpoint, request, "done", savepoint=summary)
+    result.savepoint = summary
+    result.stopped_with_savepoint = request.stop
+    return query, request.stop
+
+
+def describe_savepoint(meta: dict) -> str:
+    """One line for the user: where a savepoint is and what it holds."""
+    from sparkstate.runtime.terminal import human_bytes
+
+    return (f"savepoint {meta.get('location')}: batch {meta.get('batch')}, {meta.get('keys', 0):,} keys, "
+            f"{human_bytes(meta.get('bytes') or 0)}, taken in {meta.get('seconds', 0.0):.1f} s")
+
+
 def _resumes_restore(checkpoint: CheckpointDir, location: str) -> bool:
     """Whether the checkpoint was started from this savepoint and has committed batches since:
     running it again with the same ``from_savepoint`` resumes it."""
@@ -275,6 +348,26 @@ def _resumes_restore(checkpoint: CheckpointDir, location: str) -> bool:
     except (OSError, ValueError):
         return False
     return bool(restored) and str(restored.get("savepoint", "")).rstrip("/") == _normal(location)
+
+
+def _restored_id(checkpoint: CheckpointDir, committed: bool = True) -> str | None:
+    """The id of the savepoint the checkpoint was restored from (``committed``: only when it
+    has committed batches since, which a run resumes), or None."""
+    if not checkpoint.has_metadata() or (committed and not checkpoint.committed_batches()):
+        return None
+    try:
+        restored = checkpoint.read_metadata().get("restored_from")
+    except (OSError, ValueError):
+        return None
+    return _savepoint_id(restored) if isinstance(restored, dict) else None
+
+
+def _savepoint_id(restored: dict) -> str | None:
+    """A savepoint's id as ``Restore.identity()`` records it (its folder's name when it has none)."""
+    if restored.get("id"):
+        return str(restored["id"])
+    location = str(restored.get("savepoint") or "").rstrip("/")
+    return location.rsplit("/", 1)[-1] or None
 
 
 def _normal(location: str) -> str:

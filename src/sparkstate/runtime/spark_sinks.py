@@ -24,7 +24,7 @@ import os
 import pickle
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from sparkstate.api.functions import DEAD_LETTERS
@@ -223,13 +223,15 @@ def attach(sink: SinkSpec, writer: Any) -> Any:
     return spark_sink(sink).attach(writer)
 
 
-def open_database_sinks(job: Any, checkpoint: CheckpointDir, native: bool) -> Any:
+def open_database_sinks(job: Any, checkpoint: CheckpointDir, native: bool, restored_from: str | None = None) -> Any:
     """Bind the job's database sinks to it and check each one before batch 0 (reachable,
     table created or fitting, markers agreeing with the checkpoint); returns the bound job.
+    ``restored_from``: the savepoint id the checkpoint was restored from (its writers'
+    identities carry it, see :attr:`DatabaseSink.marker`).
 
     A job on the native path has no side outputs, so their tables are not created for it.
     """
-    job = database.bind_job_sinks(job)
+    job = database.bind_job_sinks(job, restored_from)
     sinks = database.job_database_sinks(job, with_side_outputs=not native)
     if sinks:
         last, _ = checkpoint.last_committed_offset()
@@ -237,6 +239,46 @@ def open_database_sinks(job: Any, checkpoint: CheckpointDir, native: bool) -> An
             # schema None: where refused rows go, written only for batches that have some
             database.prepare(sink, schema, last, every_batch=schema is not None, may_be_new=sink is not job.sink_spec)
     return job
+
+
+def database_writers(job: Any, tops: bool = False) -> list[dict[str, Any]]:
+    """The database writers of a bound job, as a checkpoint's metadata and a savepoint record
+    them: table, writer identity, database (no password) and, with ``tops``, the last batch
+    each wrote (``top_batch``)."""
+    out = []
+    for sink, _ in database.job_database_sinks(job):
+        entry: dict[str, Any] = {"table": sink.table, "writer": sink.marker, "database": sink.describe()}
+        if tops:
+            entry["top_batch"] = database.top_marker(sink)
+        out.append(entry)
+    return out
+
+
+def restore_warnings(job: Any, savepoint_meta: dict[str, Any]) -> list[str]:
+    """For a bound job restored from a savepoint: the tables that hold batches the savepoint's
+    writer wrote after the savepoint's batch. The restored run writes their effect again (it
+    starts from the savepoint's state and source offsets): appended rows twice, upserted keys
+    rewritten."""
+    batch = savepoint_meta.get("batch")
+    if not isinstance(batch, int):
+        return []
+    recorded = savepoint_meta.get("sinks")
+    notes = []
+    for sink, _ in database.job_database_sinks(job):
+        if isinstance(recorded, list):
+            writers = [str(e.get("writer")) for e in recorded if isinstance(e, dict) and e.get("table") == sink.table]
+        else:  # a savepoint that does not record its writers: the job's own, not restored
+            writers = [replace(sink, restored_from=None).marker]
+        for writer in writers:
+            top = database.top_marker(sink, writer)
+            if top is not None and top > batch:
+                notes.append(
+                    f"table {sink.table} ({sink.describe()}) holds batches {batch + 1} to {top} of writer {writer!r}, "
+                    f"written after the savepoint (batch {batch}): this restored run writes their effect again "
+                    "(appended rows twice; upserted keys are rewritten with the same values). Delete those rows "
+                    "first if they must not count twice, or restore a later savepoint"
+                )
+    return notes
 
 
 def _written_batches(path: str) -> int | None:
@@ -257,7 +299,7 @@ def _written_batches(path: str) -> int | None:
     return max(ids, default=None)
 
 
-def check_file_sink(job: Any, checkpoint: CheckpointDir) -> None:
+def check_file_sink(job: Any, checkpoint: CheckpointDir, restoring: bool = False) -> None:
     """Refuse a Parquet output folder that holds batches this checkpoint has not run: they
     came from another checkpoint, and Spark's file sink would drop this run's batches of the
     same ids as already written (a job with side outputs would overwrite them)."""
@@ -272,11 +314,13 @@ def check_file_sink(job: Any, checkpoint: CheckpointDir) -> None:
     last, _ = checkpoint.last_committed_offset()
     if last is None or top > last + 1:
         have = "has committed no batch" if last is None else f"has committed batches up to {last}"
+        restored = (" A run restored from a savepoint starts a new checkpoint, whose batch ids start at 0 again: give "
+                    "it an output folder of its own." if restoring else "")
         raise SinkError(
             f"output folder {sink.path} already holds batches up to {top}, but the checkpoint {checkpoint.root} {have}: "
             "they were written with another checkpoint, and this run's batches with the same ids would be dropped as "
-            "already written. Write to another folder (--sink parquet:DIR), use the checkpoint that wrote them, "
-            "or remove the folder (`sparkstate run --fresh` removes the job's own output with its checkpoint)"
+            f"already written.{restored} Write to another folder (--sink parquet:DIR), use the checkpoint that wrote "
+            "them, or remove the folder (`sparkstate run --fresh` removes the job's own output with its checkpoint)"
         )
 
 

@@ -36,3 +36,14 @@ def labelled(label: str, style: str, message: Any) -> Any:
     from rich.text import Text
 
     return Text.assemble((label, style), " ", clean(message))
+
+
+def human_bytes(n: float | None) -> str:
+    """A size in B, KB, MB or GB (1 KB = 1024 B)."""
+    if n is None:
+        return "-"
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"

@@ -16,6 +16,7 @@ from sparkstate.connectors.database.protocol import (
     count_rows,
     prepare,
     reset,
+    top_marker,
     write,
 )
 
@@ -34,6 +35,7 @@ __all__ = [
     "quote",
     "reset",
     "side_sinks",
+    "top_marker",
     "upsert_statement",
     "write",
 ]

@@ -10,16 +10,21 @@ import pyarrow as pa
 from sparkstate.connectors.sinks import DatabaseSink
 
 
-def bind_job_sinks(job: Any) -> Any:
+def bind_job_sinks(job: Any, restored_from: str | None = None) -> Any:
     """``job`` with its database sinks bound: table and marker identity filled in from the
-    job's name (see :meth:`DatabaseSink.for_job` and :meth:`DatabaseSink.for_side_output`)."""
+    job's name (see :meth:`DatabaseSink.for_job` and :meth:`DatabaseSink.for_side_output`);
+    ``restored_from``: the id of the savepoint the job's checkpoint was restored from, which
+    gives its writers identities of their own (:attr:`DatabaseSink.marker`)."""
     from dataclasses import replace
+
+    def restored(sink: Any) -> Any:
+        return replace(sink, restored_from=restored_from) if isinstance(sink, DatabaseSink) else sink
 
     main = job.sink_spec
     if isinstance(main, DatabaseSink):
-        main = main.for_job(job.name)
+        main = restored(main.for_job(job.name))
     sides = tuple(
-        (n, s.for_side_output(job.name, n, main) if isinstance(s, DatabaseSink) else s) for n, s in job.side_sinks
+        (n, restored(s.for_side_output(job.name, n, main)) if isinstance(s, DatabaseSink) else s) for n, s in job.side_sinks
     )
     return replace(job, sink_spec=main, side_sinks=sides)
 

@@ -369,9 +369,14 @@ def write(sink: Any, data: pa.Table, batch_id: int) -> int | None:
     return commit_batch(sink, data, batch_id).rows
 
 
-def reset(sink: Any) -> str | None:
+def reset(sink: Any, restored_ids: tuple[str | None, ...] = ()) -> str | None:
     """Forget the job's batches, and drop the sink's table when the job created it
-    (``sparkstate run --fresh``). Returns what was kept and why, or None."""
+    (``sparkstate run --fresh``). The batches forgotten are those of the sink's writer and of
+    its writers restored from the savepoints ``restored_ids`` (None: the writer of a checkpoint
+    that was not restored): the old checkpoint's and the one the new run starts. Returns what
+    was kept and why, or None."""
+    from dataclasses import replace
+
     with _session(sink, f"starting table {sink.table} over") as (dialect, conn):
         dialect.begin(conn)
         _ensure_marker_table(dialect, conn)
@@ -387,9 +392,21 @@ def reset(sink: Any) -> str | None:
             kept = (f"--fresh kept table {sink.table} in {dialect.where(sink)}: it {who}, and --fresh drops only tables "
                     f"the job created. Its rows stay, and this run appends to them (its earlier batches' rows too); "
                     f"delete them yourself if they must go")
-        conn.execute(f"DELETE FROM {MARKER_TABLE} WHERE job = {p}", (sink.marker,))
+        writers = {sink.marker, *(replace(sink, restored_from=i).marker for i in restored_ids)}
+        for writer in sorted(writers):
+            conn.execute(f"DELETE FROM {MARKER_TABLE} WHERE job = {p}", (writer,))
         conn.commit()
     return kept
+
+
+def top_marker(sink: Any, writer: str | None = None) -> int | None:
+    """The last batch id the writer ``writer`` (default: the sink's) committed to the sink's
+    database, or None when it has none."""
+    with _session(sink, f"reading the batch markers of table {sink.table}") as (dialect, conn):
+        if dialect.columns(conn, MARKER_TABLE) is None:
+            return None
+        top = _top_marker(dialect, conn, writer or sink.marker)
+    return None if top is None else int(top)
 
 
 def count_rows(sink: Any) -> int:
