@@ -54,6 +54,25 @@ def job_metadata(job: Any, spec: Any, descriptors: list, settings: dict, path: s
         # what a savepoint needs to migrate values when a type changes (savepoint/migration.py)
         "state_types": {d.name: type_info(value_type(d)) for d in descriptors},
         "settings": settings,
+        "window": window_identity(job),
+    }
+
+
+def window_identity(job: Any) -> dict | None:
+    """What a window job's state depends on: how windows are assigned (session windows keep
+    a record per key, time windows one per window) and what accumulates in them."""
+    if job.window_assigner is None:
+        return None
+    fn = job.window_function
+    aggs = getattr(fn, "aggs", None)  # built-in aggregates: their list is the accumulator's shape
+    function = type(fn).__qualname__ if fn is not None else None
+    if aggs:
+        function = f"{function}[{', '.join(f'{a.function}({a.column or chr(42)})' for a in aggs)}]"
+    return {
+        "assigner": job.window_assigner.describe(),
+        "sessions": type(job.window_assigner).__name__.endswith("SessionWindows"),
+        "kind": str(getattr(job.window_kind, "value", job.window_kind)),
+        "function": function,
     }
 
 

@@ -155,6 +155,7 @@ def take_savepoint(
         "bucket_size": job_meta.get("bucket_size"),
         "state": {n: job_meta["state"][n] for n in states},
         "state_types": job_meta.get("state_types", {}),
+        "window": job_meta.get("window"),
         "source": job_meta.get("source"),
         "source_offset": offsets[0] if offsets else None,
         "source_files": _files_read(checkpoint, job_meta, batch) if _is_file_source(job_meta) else None,

@@ -80,6 +80,7 @@ def check_restore(
     if savepoint.get("function") and job_meta.get("function") and savepoint["function"] != job_meta["function"]:
         notes.append(f"the function changed from {savepoint['function']} to {job_meta['function']}: its state is "
                      "matched by the job's name and the state names")
+    notes += _check_windows(savepoint.get("window"), job_meta.get("window"), where)
     left = sorted(set(saved) - set(declared))
     added = sorted(set(declared) - set(saved))
     renames = _renames(left, added, saved, declared)
@@ -162,3 +163,27 @@ def _left_behind(where: str, left: list[str], saved: dict[str, str], renames: li
 
 def _changed(saved_info: Any, descriptor: StateDescriptor) -> bool:
     return bool(saved_info) and saved_info != type_info(value_type(descriptor))
+
+
+def _check_windows(saved: dict | None, now: dict | None, where: str) -> list[str]:
+    """A window job's windows may change size (restored windows keep their bounds and fire at
+    their own end, as in Flink); what accumulates in them, and whether they are sessions (a
+    record per key) or time windows (a record per window), may not."""
+    if not saved or not now:
+        return []
+    problems = []
+    if saved.get("sessions") != now.get("sessions"):
+        problems.append(f"its windows were {saved.get('assigner')} and the job's are {now.get('assigner')}: session "
+                        "windows and time windows keep their state differently")
+    if saved.get("kind") != now.get("kind") or saved.get("function") != now.get("function"):
+        problems.append(f"its windows accumulate with {saved.get('kind')}({saved.get('function')}) and the job's with "
+                        f"{now.get('kind')}({now.get('function')}): the saved accumulators would not fit")
+    if problems:
+        raise StateMigrationError(
+            f"savepoint {where} cannot be restored: " + "; ".join(problems)
+            + ". Restore it into the job as it was, or start the changed job from empty state"
+        )
+    if saved.get("assigner") != now.get("assigner"):
+        return [f"the windows changed from {saved.get('assigner')} to {now.get('assigner')}: restored windows keep "
+                "their bounds and fire at their own end; new events go to the new windows"]
+    return []

@@ -216,3 +216,40 @@ def test_a_dropped_state_that_looks_renamed_says_the_new_one_starts_empty():
     _, notes = check([TOTAL], [ValueStateDescriptor("sum", int)], allow_non_restored_state=True)
     assert "state 'total' (ValueState[int]) from the savepoint is dropped: the job no longer declares it " \
            "(if it was renamed to 'sum', that one starts empty)" in notes
+
+
+def _windows(saved: dict, now: dict):
+    from sparkstate.savepoint.compat import _check_windows
+
+    return _check_windows(saved, now, WHERE)
+
+
+TUMBLING = {"assigner": "tumbling event-time windows of 60000 ms", "sessions": False, "kind": "aggregate",
+            "function": "BuiltinAggregates[count(*), sum(amount)]"}
+
+
+def test_a_window_job_may_change_its_window_size_with_a_note():
+    notes = _windows(TUMBLING, {**TUMBLING, "assigner": "tumbling event-time windows of 120000 ms"})
+    assert len(notes) == 1 and "keep their bounds" in notes[0] and "120000" in notes[0]
+    assert _windows(TUMBLING, dict(TUMBLING)) == []
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"sessions": True, "assigner": "event-time session windows with a gap of 30000 ms"}, "keep their state differently"),
+    ({"function": "BuiltinAggregates[count(*)]"}, "accumulators would not fit"),
+    ({"kind": "reduce", "function": "function"}, "accumulators would not fit"),
+])
+def test_a_window_job_may_not_change_what_its_windows_keep(change, says):
+    with pytest.raises(StateMigrationError) as err:
+        _windows(TUMBLING, {**TUMBLING, **change})
+    assert WHERE in str(err.value) and says in str(err.value) and "as it was" in str(err.value)
+
+
+def test_the_window_identity_a_checkpoint_records_names_the_aggregates():
+    from sparkstate.jobs import get_job
+    from sparkstate.runtime.checkpoint import window_identity
+
+    upi = window_identity(get_job("upi-per-minute").job(events=10))
+    assert upi == TUMBLING
+    assert window_identity(get_job("sessions").job(events=10))["sessions"] is True
+    assert window_identity(get_job("running-sum").job(events=10)) is None
