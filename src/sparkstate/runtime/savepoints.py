@@ -81,7 +81,8 @@ def read_records(spark: Any, checkpoint: CheckpointDir, backend: str, batch: int
                 blobs[kg].append(blob)
     else:
         metas = {}
-        for kg, group in reader.load().select("key.kg", "value.group").toLocalIterator():
+        state = reader.load()
+        for kg, group in state.select("key.kg", hashmap_group_column(state)).toLocalIterator():
             meta_blob, buckets = pickle.loads(group)
             metas[kg] = GroupMeta.loads(meta_blob)
             blobs[kg].extend(b for b in buckets.values() if b)
@@ -116,8 +117,16 @@ def group_files(spark: Any, checkpoint: CheckpointDir, backend: str, batch: int,
         buckets = reader.option("stateVarName", BUCKETS_STATE).load()
         return (buckets.select(F.col("key.kg").alias("kg"), F.col("user_map_value.v").alias("v")).groupBy("kg")
                 .applyInPandas(lambda frame: _bucket_group_file(frame, states), GROUP_FILE_SCHEMA))
-    rows = reader.load().select(F.col("key.kg").alias("kg"), F.col("value.group").alias("group"))
+    state = reader.load()
+    rows = state.select(F.col("key.kg").alias("kg"), F.col(hashmap_group_column(state)).alias("group"))
     return rows.mapInPandas(lambda frames: _row_group_files(frames, states), GROUP_FILE_SCHEMA)
+
+
+def hashmap_group_column(state: Any) -> str:
+    """The hashmap backend's state row in the state data source: ``value.group``, or with
+    applyInPandasWithState's timeout (a job with timers) ``value.groupState.group``."""
+    value = state.schema["value"].dataType
+    return "value.groupState.group" if "groupState" in value.fieldNames() else "value.group"
 
 
 def _group_frame(kg: int, blobs: Any, states: list[str]) -> pd.DataFrame:
