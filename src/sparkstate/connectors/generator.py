@@ -36,7 +36,9 @@ _TS = pa.timestamp("us", tz="UTC")
 @functools.lru_cache(maxsize=8)
 def _ids(prefix: str, n: int) -> pa.Array:
     width = max(6, len(str(n - 1)))
-    return pa.array(np.char.add(prefix, np.char.zfill(np.arange(n).astype(str), width)))
+    ids = pa.array(np.char.add(prefix, np.char.zfill(np.arange(n).astype(str), width)))
+    # pyarrow converts a large numpy string array in chunks (10,000,000 ids: several); take() needs one
+    return ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
 
 
 def _skewed(rng: np.random.Generator, n: int, skew: float) -> np.ndarray:

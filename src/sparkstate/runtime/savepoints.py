@@ -16,12 +16,17 @@ import json
 import pickle
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from sparkstate.engine.keygroups import GroupMeta
 from sparkstate.errors import SavepointError
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
 from sparkstate.runtime.spark_processor import BUCKETS_STATE, META_STATE
+from sparkstate.runtime.state_reader import hashmap_group_column
 from sparkstate.runtime.storage import is_local, join
 from sparkstate.savepoint.files import Directory, LocalDirectory, SavepointWriter
 
@@ -77,8 +82,6 @@ def read_records(spark: Any, checkpoint: CheckpointDir, backend: str, batch: int
                 blobs[kg].append(blob)
     else:
         metas = {}
-        from sparkstate.runtime.state_reader import hashmap_group_column
-
         frame = reader.load()
         for kg, group in frame.select("key.kg", hashmap_group_column(frame)).toLocalIterator():
             meta_blob, buckets = pickle.loads(group)
@@ -96,6 +99,66 @@ def read_records(spark: Any, checkpoint: CheckpointDir, backend: str, batch: int
         raise SavepointError(f"checkpoint {checkpoint.root}, batch {batch}: key groups {missing} have buckets "
                              "but no meta entry; the checkpoint's state is damaged")
     return out
+
+
+#: what the executors return per key group: its savepoint file, serialised
+GROUP_FILE_SCHEMA = "kg int, data binary, keys long"
+
+
+def group_files(spark: Any, checkpoint: CheckpointDir, backend: str, batch: int, states: list[str]) -> Any:
+    """Every key group's savepoint file at ``batch`` as a DataFrame (``GROUP_FILE_SCHEMA``).
+
+    The executors unpickle the buckets and build the Parquet files, group by group and in
+    parallel; the driver only receives the compressed files (about 16 bytes per key of a
+    running sum) and writes them, so its memory does not grow with the state."""
+    from pyspark.sql import functions as F
+
+    reader = spark.read.format("statestore").option("path", checkpoint.root).option("batchId", batch)
+    if backend == "rocksdb":
+        buckets = reader.option("stateVarName", BUCKETS_STATE).load()
+        return (buckets.select(F.col("key.kg").alias("kg"), F.col("user_map_value.v").alias("v")).groupBy("kg")
+                .applyInPandas(lambda frame: _bucket_group_file(frame, states), GROUP_FILE_SCHEMA))
+    state = reader.load()
+    rows = state.select(F.col("key.kg").alias("kg"), F.col(hashmap_group_column(state)).alias("group"))
+    return rows.mapInPandas(lambda frames: _row_group_files(frames, states), GROUP_FILE_SCHEMA)
+
+
+def _group_frame(kg: int, blobs: Any, states: list[str]) -> pd.DataFrame:
+    from sparkstate.savepoint.format import records_to_table, table_bytes
+
+    records: list[tuple[Any, dict]] = []
+    for blob in blobs:
+        if blob:
+            records.extend(pickle.loads(blob).items())
+    if not records:
+        return pd.DataFrame({"kg": pd.Series([], dtype="int32"), "data": pd.Series([], dtype=object),
+                             "keys": pd.Series([], dtype="int64")})
+    table = records_to_table(records, states)
+    return pd.DataFrame({"kg": pd.Series([kg], dtype="int32"), "data": [table_bytes(table)],
+                         "keys": pd.Series([table.num_rows], dtype="int64")})
+
+
+def _bucket_group_file(frame: pd.DataFrame, states: list[str]) -> pd.DataFrame:
+    """RocksDB backend: one key group's bucket entries to its file."""
+    return _group_frame(int(frame["kg"].iloc[0]), frame["v"], states)
+
+
+def _row_group_files(frames: Iterator[pd.DataFrame], states: list[str]) -> Iterator[pd.DataFrame]:
+    """Hashmap backend: each state row (a whole key group) to its file."""
+    for frame in frames:
+        for kg, group in zip(frame["kg"].tolist(), frame["group"].tolist()):
+            meta_blob, buckets = pickle.loads(group)
+            GroupMeta.loads(meta_blob)  # refuses a layout this version does not read
+            yield _group_frame(int(kg), buckets.values(), states)
+
+
+def rocksdb_meta_groups(spark: Any, checkpoint: CheckpointDir, batch: int) -> set[int]:
+    """The key groups that have a meta entry at ``batch`` (RocksDB backend), each checked."""
+    reader = spark.read.format("statestore").option("path", checkpoint.root).option("batchId", batch)
+    rows = reader.option("stateVarName", META_STATE).load().select("key.kg", "value.v").collect()
+    for _, blob in rows:
+        GroupMeta.loads(blob)  # refuses a layout this version does not read
+    return {r[0] for r in rows}
 
 
 def take_savepoint(
@@ -137,8 +200,7 @@ def take_savepoint(
         )
     spark = spark or get_spark()
     started = time.monotonic()
-    groups = read_records(spark, checkpoint, job_meta.get("state_backend", "rocksdb"), batch)
-    read_s = time.monotonic() - started
+    backend = job_meta.get("state_backend", "rocksdb")
     offsets = checkpoint.batch_source_offsets(batch) or []
     name = savepoint_name(job_meta["job"], batch)
     if target is None:
@@ -173,8 +235,15 @@ def take_savepoint(
     }
     writer = SavepointWriter(directory_of(target, spark), meta, states)
     try:
-        for kg in sorted(groups):
-            writer.add_group(kg, groups[kg])
+        with_meta = rocksdb_meta_groups(spark, checkpoint, batch) if backend == "rocksdb" else None
+        files = group_files(spark, checkpoint, backend, batch, states).collect()
+        read_s = time.monotonic() - started  # the state read and the files built (on the executors)
+        for kg, data, keys in files:
+            writer.add_file(kg, data, keys)
+        missing = sorted({f.key_group for f in writer.files} - with_meta) if with_meta is not None else []
+        if missing:
+            raise SavepointError(f"checkpoint {checkpoint.root}, batch {batch}: key groups {missing} have buckets "
+                                 "but no meta entry; the checkpoint's state is damaged")
         written = writer.publish()
     except BaseException:
         writer.abort()

@@ -43,9 +43,17 @@ from pyspark.sql.streaming.stateful_processor import (
 
 from sparkstate.api.functions import MAX_WATERMARK, MIN_WATERMARK, KeyedProcessFunction
 from sparkstate.api.schema import Schema
+from sparkstate.api.state import Record
 from sparkstate.engine.events import has_map, unpack_events
-from sparkstate.engine.keygroups import PICKLE_PROTOCOL, GroupMeta, KeyGroupStore
-from sparkstate.engine.operator import Events, KeyedOperator
+from sparkstate.engine.keygroups import (
+    PICKLE_PROTOCOL,
+    GroupMeta,
+    KeyGroupStore,
+    bucket_address,
+    bucket_hash,
+    dumps_state,
+)
+from sparkstate.engine.operator import Events, KeyedOperator, timer_minimums
 from sparkstate.engine.output import arrow_table
 from sparkstate.fault_points import STATE_UPDATED, fault_point
 
@@ -220,17 +228,37 @@ class KeyGroupRunner:
 
     def _restore(self, blobs: list[bytes], state: GroupState) -> bytes:
         """Write the group's records from the savepoint into the (empty) state store, laid out
-        in buckets as this run's bucket size wants; the meta entry written is returned."""
-        meta = GroupMeta()
-        store = KeyGroupStore(meta, lambda b: None, self.spec.bucket_size)
-        keys = []
+        in buckets as this run's bucket size wants; the meta entry written is returned.
+
+        The layout is the one :meth:`KeyGroupStore.flush` would reach by splitting bucket after
+        bucket (linear hashing places a key by the final bucket count alone), computed at once:
+        a restore of millions of keys must not split its way there."""
+        records: dict[Any, Record] = {}
         for blob in blobs:
             for key, rec in self.spec.restore.records(blob):
-                store.record_for(key).update(rec)
-                keys.append(key)
-        writes = store.flush(keys)
+                held = records.get(key)
+                if held is None:
+                    records[key] = rec
+                else:
+                    held.update(rec)
+        records = {key: rec for key, rec in records.items() if rec}  # as flush drops empty records
+        meta = GroupMeta(n_keys=len(records))
+        meta.n_buckets = n = max(1, -(-len(records) // self.spec.bucket_size))
+        buckets: dict[int, dict[Any, Record]] = {}
+        for key, rec in records.items():
+            b = bucket_address(bucket_hash(key), n)
+            bucket = buckets.get(b)
+            if bucket is None:
+                bucket = buckets[b] = {}
+            bucket[key] = rec
+        for b, bucket in buckets.items():
+            ev, pt = timer_minimums(bucket.values())
+            if ev is not None:
+                meta.event_min[b] = ev
+            if pt is not None:
+                meta.proc_min[b] = pt
         dumped = meta.dumps()
-        state.write(writes, dumped)
+        state.write([(b, dumps_state(buckets[b])) for b in sorted(buckets)], dumped)
         return dumped
 
     def close(self) -> None:

@@ -152,10 +152,13 @@ class SavepointWriter:
         self.add_table(key_group, records_to_table(records, self.states))
 
     def add_table(self, key_group: int, table: pa.Table) -> None:
-        data = table_bytes(table)
+        self.add_file(key_group, table_bytes(table), table.num_rows)
+
+    def add_file(self, key_group: int, data: bytes, keys: int) -> None:
+        """A key group's file already serialised (``table_bytes``), holding ``keys`` records."""
         path = group_file(key_group)
         self._temp.write(path, data)
-        self.files.append(GroupFile(key_group, path, sha256(data), len(data), table.num_rows))
+        self.files.append(GroupFile(key_group, path, sha256(data), len(data), keys))
 
     def publish(self) -> dict[str, Any]:
         meta = dict(self.metadata)

@@ -63,10 +63,17 @@ def group_file(key_group: int) -> str:
 
 def key_text(key: Any) -> str:
     """A record key as JSON text (``"m000042"``, ``7``, ``["a", 1]``); other types by ``repr``."""
+    if type(key) is str:
+        return _encode_str(key)  # what the encoder does for a str, without its set-up per call
     try:
-        return json.dumps(key, ensure_ascii=False, allow_nan=True)
+        return _JSON.encode(key)
     except (TypeError, ValueError):
         return repr(key)
+
+
+#: ``json.dumps(key, ensure_ascii=False)`` builds an encoder per call; one shared is the same
+_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=True)
+_encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 
 def dumps(value: Any) -> bytes:
@@ -103,35 +110,33 @@ class _PresentNone:
 
 
 _PRESENT_NONE = _PresentNone()
+_ABSENT = object()
 
 
 def records_to_table(records: Sequence[tuple[Any, Record]], states: Sequence[str]) -> pa.Table:
     """One key group's records as a table of the format above; fields of a record that are
     not in ``states`` (a state no longer declared) are left out."""
-    names = list(states)
-    cells: dict[str, list[Any]] = {name: [] for name in names}
-    keys, texts, timers, held = [], [], [], []
-    for key, rec in records:
-        keys.append(dumps(key))
-        texts.append(key_text(key))
-        t = rec.get(TIMERS_FIELD)
-        timers.append(None if t is None else [{"domain": d, "timestamp": ts} for d, ts in sorted(t)])
-        held.append(rec.get(HELD_FIELD))
-        for name in names:
-            value = rec.get(name, _PRESENT_NONE)
-            cells[name].append(None if name not in rec else (_PRESENT_NONE if value is None else value))
+    # column by column: a savepoint of millions of keys spends its time here
+    keys = [key for key, _ in records]
+    recs = [rec for _, rec in records]
     fields, arrays = [], []
-    for name in names:
-        array, encoding = _state_column(cells[name])
+    for name in states:
+        cells = [None if (v := rec.get(name, _ABSENT)) is _ABSENT else (_PRESENT_NONE if v is None else v)
+                 for rec in recs]
+        array, encoding = _state_column(cells)
         fields.append(pa.field(name, array.type, metadata={ENCODING: encoding.encode()}))
         arrays.append(array)
+    # an empty timer set is kept as an empty list (not null): the round trip is exact
+    timers = [None if (t := rec.get(TIMERS_FIELD)) is None else [{"domain": d, "timestamp": ts} for d, ts in sorted(t)]
+              for rec in recs]
     schema = pa.schema([
         pa.field(KEY_COLUMN, pa.binary()), pa.field(KEY_TEXT_COLUMN, pa.string()), *fields,
         pa.field(TIMERS_COLUMN, TIMER_TYPE), pa.field(HELD_COLUMN, pa.int64()),
     ])
     return pa.Table.from_arrays(
-        [pa.array(keys, pa.binary()), pa.array(texts, pa.string()), *arrays,
-         pa.array(timers, TIMER_TYPE), pa.array(held, pa.int64())],
+        [pa.array([dumps(key) for key in keys], pa.binary()),
+         pa.array([key_text(key) for key in keys], pa.string()), *arrays,
+         pa.array(timers, TIMER_TYPE), pa.array([rec.get(HELD_FIELD) for rec in recs], pa.int64())],
         schema=schema,
     )
 
@@ -161,18 +166,27 @@ MISSING: Any = _Missing()
 
 def table_to_records(table: pa.Table) -> list[tuple[Any, Record]]:
     """A key group's table back to ``(key, record)`` pairs."""
-    keys = [pickle.loads(k) for k in table.column(KEY_COLUMN).to_pylist()]
+    keys = list(map(pickle.loads, table.column(KEY_COLUMN).to_pylist()))
     records: list[Record] = [{} for _ in keys]
     for name in state_names(table):
+        column = table.column(name)
+        if column.null_count == 0 and (table.schema.field(name).metadata or {}).get(ENCODING) != b"pickle":
+            for rec, value in zip(records, column.to_pylist()):  # every record holds it: no checks
+                rec[name] = value
+            continue
         for rec, value in zip(records, decode_state_column(table, name)):
             if value is not MISSING:
                 rec[name] = value
-    for rec, timers in zip(records, table.column(TIMERS_COLUMN).to_pylist()):
-        if timers is not None:
-            rec[TIMERS_FIELD] = {(t["domain"], t["timestamp"]) for t in timers}
-    for rec, held in zip(records, table.column(HELD_COLUMN).to_pylist()):
-        if held is not None:
-            rec[HELD_FIELD] = held
+    timers = table.column(TIMERS_COLUMN)
+    if timers.null_count < len(timers):
+        for rec, ts in zip(records, timers.to_pylist()):
+            if ts is not None:
+                rec[TIMERS_FIELD] = {(t["domain"], t["timestamp"]) for t in ts}
+    held = table.column(HELD_COLUMN)
+    if held.null_count < len(held):
+        for rec, h in zip(records, held.to_pylist()):
+            if h is not None:
+                rec[HELD_FIELD] = h
     return list(zip(keys, records))
 
 

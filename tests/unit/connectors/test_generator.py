@@ -78,3 +78,26 @@ def test_generators_reject_bad_settings():
         ClickEvents(users=0)
     with pytest.raises(JobDefinitionError, match="max_out_of_orderness_ms"):
         TaxiRides(max_out_of_orderness_ms=-1)
+
+
+def test_ids_are_one_array_when_pyarrow_converts_them_in_chunks(monkeypatch):
+    # pyarrow converts a numpy array of 10,000,000 ids in several chunks; take() needs one array
+    import pyarrow as pa
+
+    from sparkstate.connectors import generator
+
+    real = pa.array
+
+    def in_chunks(values, *args, **kwargs):
+        whole = real(values, *args, **kwargs)
+        return pa.chunked_array([whole.slice(0, 2), whole.slice(2)])
+
+    monkeypatch.setattr(generator.pa, "array", in_chunks)
+    generator._ids.cache_clear()
+    try:
+        ids = generator._ids("m", 5)
+        monkeypatch.undo()
+        assert isinstance(ids, pa.Array) and ids.to_pylist() == [f"m{i:06d}" for i in range(5)]
+        assert ids.take(pa.array([4, 0])).to_pylist() == ["m000004", "m000000"]
+    finally:
+        generator._ids.cache_clear()
