@@ -349,7 +349,7 @@ def _savepoint_table(meta: dict, waited: float) -> Table:
 
     table = Table(title=text(f"savepoint of {meta.get('job')}"), show_header=False, title_justify="left")
     table.add_column("what", style="bold")
-    table.add_column("value")
+    table.add_column("value", overflow="fold")  # a path is copied whole: folded, never cut
     table.add_row("path", text(str(meta["location"])))
     table.add_row("batch", f"{meta.get('batch')} (its state, timers, watermark and source offsets)")
     table.add_row("keys", f"{meta.get('keys', 0):,}")
