@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import pickle
 import time
 from collections import defaultdict
@@ -161,6 +162,36 @@ def rocksdb_meta_groups(spark: Any, checkpoint: CheckpointDir, batch: int) -> se
     return {r[0] for r in rows}
 
 
+def committed_batch(checkpoint_dir: str | os.PathLike[str], batch: int | None, spark: Any = None,
+                    not_a_checkpoint: str = "give the checkpoint directory of a job that ran") -> tuple[CheckpointDir, dict, int]:
+    """The checkpoint, its job's metadata and committed batch ``batch`` (default: the last),
+    refused when the directory holds no sparkstate checkpoint, its job ran on the native
+    window path, or the batch is not one it retains."""
+    checkpoint = CheckpointDir.open(checkpoint_dir, spark)
+    if not checkpoint.has_metadata():
+        raise SavepointError(f"{checkpoint.root} is not a sparkstate checkpoint (it has no sparkstate.json); "
+                             + not_a_checkpoint)
+    job_meta = checkpoint.read_metadata()
+    if job_meta.get("plan") == "native":
+        raise SavepointError(
+            f"job {job_meta.get('job')!r} ran on the native window path (Spark SQL's own aggregation state, which "
+            "has no key groups), so sparkstate cannot read or save its state; run it with window_path='python' "
+            "(--window-path python) to take savepoints"
+        )
+    committed = checkpoint.committed_batches()
+    if not committed:
+        raise SavepointError(f"checkpoint {checkpoint.root} has no committed batch yet: there is no state to read; "
+                             "run the job until a batch commits")
+    if batch is None:
+        batch = committed[-1]
+    elif batch not in committed:
+        raise SavepointError(
+            f"batch {batch} is not a committed batch the checkpoint {checkpoint.root} retains "
+            f"(it retains {committed[0]}..{committed[-1]}); choose one of those with --batch"
+        )
+    return checkpoint, job_meta, batch
+
+
 def take_savepoint(
     checkpoint_dir: str,
     *,
@@ -176,28 +207,7 @@ def take_savepoint(
     savepoint's metadata, ``location`` included."""
     from sparkstate.runtime.spark_session import get_spark
 
-    checkpoint = CheckpointDir.open(checkpoint_dir, spark)
-    if not checkpoint.has_metadata():
-        raise SavepointError(f"{checkpoint.root} is not a sparkstate checkpoint (it has no sparkstate.json); "
-                             "give the checkpoint directory of a job that ran")
-    job_meta = checkpoint.read_metadata()
-    if job_meta.get("plan") == "native":
-        raise SavepointError(
-            f"job {job_meta.get('job')!r} ran on the native window path (Spark SQL's own aggregation state, which "
-            "has no key groups), so its state cannot be saved; run it with window_path='python' "
-            "(--window-path python) to take savepoints"
-        )
-    committed = checkpoint.committed_batches()
-    if not committed:
-        raise SavepointError(f"checkpoint {checkpoint.root} has no committed batch yet: there is no state to save; "
-                             "run the job until a batch commits")
-    if batch is None:
-        batch = committed[-1]
-    elif batch not in committed:
-        raise SavepointError(
-            f"batch {batch} is not a committed batch the checkpoint {checkpoint.root} retains "
-            f"(it retains {committed[0]}..{committed[-1]}); choose one of those with --batch"
-        )
+    checkpoint, job_meta, batch = committed_batch(checkpoint_dir, batch, spark)
     spark = spark or get_spark()
     started = time.monotonic()
     backend = job_meta.get("state_backend", "rocksdb")

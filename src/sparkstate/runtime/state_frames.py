@@ -17,7 +17,6 @@ from typing import Any
 import pandas as pd
 
 from sparkstate.errors import SavepointError
-from sparkstate.runtime.checkpoint_dir import CheckpointDir
 from sparkstate.savepoint.reader import StateReader, read_savepoint, reader_of_records
 
 
@@ -25,25 +24,11 @@ def read_checkpoint(checkpoint_dir: str | os.PathLike[str], batch: int | None = 
     """The state of committed batch ``batch`` (default: the last) of a job's checkpoint, for
     reading like a savepoint's. The job should be stopped: a running job's newer batches are
     not seen, and the batches it no longer retains cannot be read."""
-    from sparkstate.runtime.savepoints import batch_timestamp, committed_watermark, read_records
+    from sparkstate.runtime.savepoints import batch_timestamp, committed_batch, committed_watermark, read_records
     from sparkstate.runtime.spark_session import get_spark
 
-    checkpoint = CheckpointDir.open(checkpoint_dir, spark)
-    if not checkpoint.has_metadata():
-        raise SavepointError(f"{checkpoint.root} is not a sparkstate checkpoint (it has no sparkstate.json) nor a "
-                             "savepoint (no _savepoint.json); give a job's checkpoint directory or a savepoint")
-    meta = checkpoint.read_metadata()
-    if meta.get("plan") == "native":
-        raise SavepointError(f"job {meta.get('job')!r} ran on the native window path: its state is Spark SQL's own "
-                             "aggregation state, which sparkstate cannot read; run it with --window-path python")
-    committed = checkpoint.committed_batches()
-    if not committed:
-        raise SavepointError(f"checkpoint {checkpoint.root} has no committed batch: there is no state to read yet")
-    if batch is None:
-        batch = committed[-1]
-    elif batch not in committed:
-        raise SavepointError(f"batch {batch} is not a committed batch checkpoint {checkpoint.root} retains "
-                             f"({committed[0]}..{committed[-1]}); choose one of those")
+    checkpoint, meta, batch = committed_batch(
+        checkpoint_dir, batch, spark, "nor a savepoint (no _savepoint.json); give a job's checkpoint directory or a savepoint")
     spark = spark or get_spark()
     groups = read_records(spark, checkpoint, meta.get("state_backend", "rocksdb"), batch)
     offsets = checkpoint.batch_source_offsets(batch) or []
