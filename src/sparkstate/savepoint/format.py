@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import json
 import pickle
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sparkstate.api.state import HELD_FIELD, INTERNAL_FIELDS, TIMERS_FIELD, Record
+from sparkstate.api.state import HELD_FIELD, TIMERS_FIELD, Record
 from sparkstate.engine.keygroups import dumps_state
 
 FORMAT_VERSION = 1
@@ -199,8 +199,3 @@ def table_bytes(table: pa.Table) -> bytes:
 
 def read_table(data: bytes) -> pa.Table:
     return pq.read_table(pa.BufferReader(data))
-
-
-def user_fields(rec: Record) -> Iterable[str]:
-    """The state names a record holds values of."""
-    return (k for k in rec if k not in INTERNAL_FIELDS)
