@@ -35,6 +35,7 @@ from sparkstate.api.state import (
     ValueStateDescriptor,
 )
 from sparkstate.api.time import WatermarkStrategy
+from sparkstate.api.ttl import StateTtlConfig
 from sparkstate.api.windows import (
     EventTimeSessionWindows,
     ProcessWindowFunction,
@@ -74,6 +75,7 @@ __all__ = [
     "SourceSpec",
     "SlidingEventTimeWindows",
     "StateDescriptor",
+    "StateTtlConfig",
     "TimeDomain",
     "TimeWindow",
     "TimerService",

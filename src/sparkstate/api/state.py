@@ -17,10 +17,13 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Generic, TypeAlias, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeAlias, TypeVar, overload
 
 from sparkstate.api.time import MIN_WATERMARK
 from sparkstate.errors import StateAccessError, StateDescriptorError, StateTypeError
+
+if TYPE_CHECKING:
+    from sparkstate.api.ttl import StateTtlConfig
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -104,10 +107,33 @@ class StateDescriptor:
 
     name: str
     kind: typing.ClassVar[str] = ""
+    #: the state's time-to-live (:meth:`enable_time_to_live`); None: entries never expire
+    ttl_config: StateTtlConfig | None
 
     def describe(self) -> str:
         """A short, human-readable signature such as ``ValueState[float]``."""
         raise NotImplementedError
+
+    def enable_time_to_live(self, ttl_config: StateTtlConfig) -> Self:
+        """Give this state a time-to-live (Flink's ``enableTimeToLive``); returns the descriptor.
+
+        As in Flink the descriptor itself changes, so the usual two lines work::
+
+            seen = ValueStateDescriptor("seen", bool)
+            seen.enable_time_to_live(StateTtlConfig.new_builder(timedelta(hours=24)).build())
+
+        ``StateTtlConfig.DISABLED`` turns the TTL off again.
+        """
+        from sparkstate.api.ttl import StateTtlConfig
+
+        if not isinstance(ttl_config, StateTtlConfig):
+            raise StateDescriptorError(
+                f"{self.describe()} {self.name!r}: enable_time_to_live takes a StateTtlConfig "
+                f"(StateTtlConfig.new_builder(timedelta(hours=1)).build()), got {ttl_config!r}"
+            )
+        # frozen like every descriptor, but Flink's API changes the descriptor in place
+        object.__setattr__(self, "ttl_config", ttl_config if ttl_config.is_enabled() else None)
+        return self
 
 
 @dataclass(frozen=True)
@@ -126,6 +152,7 @@ class ValueStateDescriptor(StateDescriptor, Generic[T]):
     type: Any = object
     default: Any = None
     kind: typing.ClassVar[str] = "value"
+    ttl_config: StateTtlConfig | None = None
 
     def __post_init__(self) -> None:
         _check_name(self.name, "ValueStateDescriptor")
@@ -147,6 +174,7 @@ class ListStateDescriptor(StateDescriptor, Generic[T]):
     name: str
     element_type: Any = object
     kind: typing.ClassVar[str] = "list"
+    ttl_config: StateTtlConfig | None = None
 
     def __post_init__(self) -> None:
         _check_name(self.name, "ListStateDescriptor")
@@ -169,6 +197,7 @@ class MapStateDescriptor(StateDescriptor, Generic[K, V]):
     key_type: Any = object
     value_type: Any = object
     kind: typing.ClassVar[str] = "map"
+    ttl_config: StateTtlConfig | None = None
 
     def __post_init__(self) -> None:
         _check_name(self.name, "MapStateDescriptor")
@@ -193,6 +222,7 @@ class ReducingStateDescriptor(StateDescriptor, Generic[T]):
     reduce_function: Callable[[T, T], T] | None = None
     type: Any = object
     kind: typing.ClassVar[str] = "reducing"
+    ttl_config: StateTtlConfig | None = None
 
     def __post_init__(self) -> None:
         _check_name(self.name, "ReducingStateDescriptor")
@@ -252,6 +282,7 @@ class AggregatingStateDescriptor(StateDescriptor, Generic[IN, ACC, OUT]):
     aggregate_function: AggregateFunction[IN, ACC, OUT] | None = None
     accumulator_type: Any = object
     kind: typing.ClassVar[str] = "aggregating"
+    ttl_config: StateTtlConfig | None = None
 
     def __post_init__(self) -> None:
         _check_name(self.name, "AggregatingStateDescriptor")
