@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+from sparkstate.api.broadcast import read_only_broadcast_state
 from sparkstate.api.state import (
     HELD_FIELD,
     TIMERS_FIELD,
@@ -209,6 +210,11 @@ class Context:
         if not isinstance(tag, OutputTag):
             raise ProcessFunctionError(f"ctx.output needs an OutputTag as its first argument, got {tag!r}")
         self._scope.side.append((tag.name, value))
+
+    def get_broadcast_state(self, descriptor: MapStateDescriptor[K, V]) -> Any:
+        """A broadcast state of a :class:`~sparkstate.api.connected.KeyedBroadcastProcessFunction`'s
+        job, read-only here (writable in ``process_broadcast_element`` only, as in Flink)."""
+        return read_only_broadcast_state(self._scope, descriptor)
 
 
 class OnTimerContext(Context):

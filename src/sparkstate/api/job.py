@@ -16,10 +16,11 @@ from typing import Any, Self
 
 from sparkstate.api.agg import Agg, BuiltinAggregates
 from sparkstate.api.checkpointing import CheckpointConfig
+from sparkstate.api.connected import check_two_inputs
 from sparkstate.api.functions import DEAD_LETTERS, LATE_DATA_NAME, KeyedProcessFunction, OutputTag
 from sparkstate.api.io import SinkSpec, SourceSpec, check_source_columns
 from sparkstate.api.schema import Schema
-from sparkstate.api.state import AggregateFunction
+from sparkstate.api.state import AggregateFunction, MapStateDescriptor
 from sparkstate.api.time import Duration, TimeDomain, WatermarkStrategy, to_millis
 from sparkstate.api.windows import ProcessWindowFunction, WindowAssigner, WindowKind
 from sparkstate.errors import JobDefinitionError, KeyColumnError
@@ -115,6 +116,42 @@ class JobSettings:
 
 
 @dataclass(frozen=True)
+class ConnectedInput:
+    """The second input of a two-input job (``JobDescription.connect`` / ``interval_join``).
+
+    * broadcast (``broadcast`` holds its MapState descriptors): no key; every key group gets
+      every element, and it does not hold back the watermark;
+    * keyed (``key_columns``): its own key columns into the first input's key space, its own
+      watermark strategy (the job's watermark is the smaller of the two, as in Flink);
+    * an interval join: keyed, with ``join_bounds`` ``(lower, upper)`` in ms.
+    """
+
+    source: SourceSpec
+    watermark: WatermarkStrategy | None = None
+    key_columns: tuple[str, ...] = ()
+    broadcast: tuple[MapStateDescriptor[Any, Any], ...] = ()
+    join_bounds: tuple[int, int] | None = None
+    #: an interval join waits for ``.between(...)``
+    pending_join: bool = False
+
+    @property
+    def is_broadcast(self) -> bool:
+        return bool(self.broadcast)
+
+    @property
+    def timestamp_column(self) -> str | None:
+        return self.watermark.timestamp_column if self.watermark else None
+
+    def describe(self) -> str:
+        if self.is_broadcast:
+            return f"broadcast {', '.join(d.name for d in self.broadcast)} from {type(self.source).__name__}"
+        if self.join_bounds is not None:
+            lo, hi = self.join_bounds
+            return f"interval join with {type(self.source).__name__} by {', '.join(self.key_columns)} [{lo} ms, {hi} ms]"
+        return f"connected {type(self.source).__name__} by {', '.join(self.key_columns)}"
+
+
+@dataclass(frozen=True)
 class JobDescription:
     """A keyed streaming job, as declared: what it reads, how it keys, what it computes, where
     its output goes. :class:`sparkstate.Job` is this description plus ``run`` and ``harness``
@@ -141,6 +178,8 @@ class JobDescription:
     #: user-declared side outputs and where each side output goes: ``(tag, sink)``
     side_tags: tuple[OutputTag, ...] = ()
     side_sinks: tuple[tuple[str, Any], ...] = ()
+    #: a second input: broadcast, keyed, or an interval join's other side
+    connected: ConnectedInput | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -185,12 +224,86 @@ class JobDescription:
                     f"process after .window(...) needs a ProcessWindowFunction instance, got {function!r}"
                 )
             return replace(self, window_kind=WindowKind.PROCESS, window_function=function, output=Schema.of(output_schema))
+        if self.connected is not None and self.connected.join_bounds is not None:
+            return replace(self, function=function, output=Schema.of(output_schema))  # checked by validate
         if not isinstance(function, KeyedProcessFunction):
             raise JobDefinitionError(
                 f"process needs a KeyedProcessFunction instance, got {function!r}"
                 + (" (a class: add ())" if isinstance(function, type) else "")
             )
         return replace(self, function=function, output=Schema.of(output_schema))
+
+    # ------------------------------------------------------------------ two inputs
+
+    def connect(
+        self, source: SourceSpec, *, key_by: str | tuple[str, ...] | list[str] | None = None,
+        watermark: WatermarkStrategy | None = None,
+    ) -> Self:
+        """Connect a second input (Flink's ``connect``): with ``key_by``, a keyed stream for a
+        :class:`~sparkstate.api.connected.KeyedCoProcessFunction`; without, follow with
+        ``.broadcast(MapStateDescriptor(...))`` for a ``KeyedBroadcastProcessFunction``."""
+        if self.connected is not None:
+            raise JobDefinitionError(f"job {self.name!r} already has a second input ({self.connected.describe()})")
+        probe = replace(self, source_spec=None, watermark=None).source(source, watermark=watermark)
+        keys: tuple[str, ...] = ()
+        if key_by is not None:
+            keys = (key_by,) if isinstance(key_by, str) else tuple(key_by)
+            replace(self, key_columns=()).key_by(*keys)  # the same checks as the first input's
+        assert probe.source_spec is not None
+        return replace(self, connected=ConnectedInput(probe.source_spec, probe.watermark, keys))
+
+    def broadcast(self, *descriptors: MapStateDescriptor[Any, Any]) -> Self:
+        """Make the connected input a broadcast stream with these broadcast states (Flink's
+        ``broadcast(MapStateDescriptor...)``); the job's function is then a
+        :class:`~sparkstate.api.connected.KeyedBroadcastProcessFunction`."""
+        c = self.connected
+        if c is None:
+            raise JobDefinitionError("broadcast(...) needs a second input: job.connect(rules_source).broadcast(...)")
+        if c.key_columns:
+            raise JobDefinitionError(
+                f"job {self.name!r}: a broadcast input has no key; connect it without key_by=... (got {c.key_columns})"
+            )
+        if not descriptors:
+            raise JobDefinitionError("broadcast(...) needs at least one MapStateDescriptor")
+        names: set[str] = set()
+        for d in descriptors:
+            if not isinstance(d, MapStateDescriptor):
+                raise JobDefinitionError(
+                    f"job {self.name!r}: broadcast state must be a MapStateDescriptor (as in Flink), got {d!r}"
+                )
+            if d.ttl_config is not None:
+                raise JobDefinitionError(
+                    f"job {self.name!r}: broadcast state {d.name!r} has a TTL; broadcast state does not expire "
+                    "(as in Flink): remove enable_time_to_live, or remove entries in process_broadcast_element"
+                )
+            if d.name in names:
+                raise JobDefinitionError(f"job {self.name!r}: two broadcast states are named {d.name!r}")
+            names.add(d.name)
+        return replace(self, connected=replace(c, broadcast=tuple(descriptors)))
+
+    def interval_join(
+        self, source: SourceSpec, *, key_by: str | tuple[str, ...] | list[str], watermark: WatermarkStrategy,
+    ) -> Self:
+        """Join each element with the other input's elements of the same key whose event time
+        is within bounds (Flink's ``intervalJoin``); follow with ``.between(lower, upper)`` and
+        ``.process(ProcessJoinFunction(), output_schema=...)``."""
+        if self.watermark is None or watermark is None:
+            raise JobDefinitionError(
+                f"job {self.name!r}: an interval join runs on event time; give both inputs a WatermarkStrategy"
+            )
+        job = self.connect(source, key_by=key_by, watermark=watermark)
+        assert job.connected is not None
+        return replace(job, connected=replace(job.connected, pending_join=True))
+
+    def between(self, lower: Duration, upper: Duration) -> Self:
+        """The interval join's bounds: the other element's time in ``[ts + lower, ts + upper]``."""
+        c = self.connected
+        if c is None or not (c.pending_join or c.join_bounds is not None):
+            raise JobDefinitionError("between(lower, upper) follows .interval_join(other, key_by=..., watermark=...)")
+        lo, hi = to_millis(lower, "between: lower"), to_millis(upper, "between: upper")
+        if lo > hi:
+            raise JobDefinitionError(f"between: the lower bound ({lo} ms) is above the upper bound ({hi} ms)")
+        return replace(self, connected=replace(c, join_bounds=(lo, hi), pending_join=False))
 
     # ------------------------------------------------------------------ windows
 
@@ -402,6 +515,7 @@ class JobDescription:
             missing.insert(0, "a window function (.aggregate(...), .reduce(...) or .process(...))")
         if missing:
             raise JobDefinitionError(f"job {self.name!r} is missing " + ", ".join(missing))
+        check_two_inputs(self)
         columns = self._source_columns()
         if columns is not None:
             check_source_columns(self.name, self.key_columns, self.timestamp_column, columns.names, columns.types)

@@ -310,7 +310,7 @@ class KeyScope:
 
     __slots__ = (
         "key", "rec", "timestamp", "watermark", "processing_time", "due", "timers_enabled", "event_time", "side",
-        "in_event_timer",
+        "in_event_timer", "broadcast", "broadcast_changed", "broadcast_descriptors",
     )
 
     def __init__(self) -> None:
@@ -331,6 +331,12 @@ class KeyScope:
         #: the watermark has passed fires in the same round, in timestamp order (Flink's
         #: timer queue); registered anywhere else, such a timer waits for the next watermark
         self.in_event_timer = False
+        #: the key group's broadcast states (name -> map) while a broadcast function runs
+        self.broadcast: dict[str, dict[Any, Any]] | None = None
+        #: process_broadcast_element changed them in this batch
+        self.broadcast_changed = False
+        #: the job's broadcast state descriptors by name
+        self.broadcast_descriptors: dict[str, Any] = {}
 
 
 class _Handle:

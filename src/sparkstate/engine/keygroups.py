@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pickle
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,25 +105,27 @@ class GroupMeta:
     #: the Spark timer currently registered to wake this group, if any
     wake: int | None = None
     version: int = LAYOUT_VERSION
+    #: the group's broadcast state: the reference of its content (``engine/broadcast.py``)
+    broadcast: str | None = None
 
     def dumps(self) -> bytes:
-        return pickle.dumps(
-            (self.version, self.n_buckets, self.n_keys, self.event_min, self.proc_min, self.wake),
-            protocol=PICKLE_PROTOCOL,
-        )
+        fields: tuple[Any, ...] = (self.version, self.n_buckets, self.n_keys, self.event_min, self.proc_min, self.wake)
+        if self.broadcast is not None:  # only then: a meta without it keeps the format it always had
+            fields += (self.broadcast,)
+        return pickle.dumps(fields, protocol=PICKLE_PROTOCOL)
 
     @staticmethod
     def loads(blob: bytes | None) -> GroupMeta:
         if not blob:
             return GroupMeta()
-        version, n_buckets, n_keys, event_min, proc_min, wake = pickle.loads(blob)
+        version, n_buckets, n_keys, event_min, proc_min, wake, *more = pickle.loads(blob)
         if version != LAYOUT_VERSION:
             raise CheckpointMismatchError(
                 f"the checkpoint's state is in layout version {version}, which this version of sparkstate "
                 f"does not read (it reads {LAYOUT_VERSION}); run the sparkstate version that wrote it, or start "
                 "from a new checkpoint directory"
             )
-        return GroupMeta(n_buckets, n_keys, event_min, proc_min, wake, version)
+        return GroupMeta(n_buckets, n_keys, event_min, proc_min, wake, version, more[0] if more else None)
 
     def next_wake(self, processing_time: int) -> int | None:
         """When Spark should call this group next though no input arrives for it.
@@ -175,6 +177,13 @@ class KeyGroupStore:
         if rec is None:
             rec = bucket[key] = {}
         return rec
+
+    def all_records(self) -> Iterator[tuple[Any, Record]]:
+        """Every record of the group, bucket by bucket (all buckets are read)."""
+        for b in range(self.meta.n_buckets):
+            for key, rec in list(self.bucket(b).items()):
+                self._bucket_of_key[key] = b
+                yield key, rec
 
     def due_candidates(self, watermark: int, processing_time: int) -> list[tuple[Any, Record]]:
         """Records of every bucket whose earliest timer is due."""

@@ -21,6 +21,12 @@ else for such a time waits until the watermark next advances, as Flink fires it 
 next watermark, and deleting it before then cancels it (the record's ``HELD_FIELD`` holds
 the watermark it waits to pass).
 
+Two inputs (``sparkstate.api.connected``): between steps 1 and 2 come the connected input's
+elements in arrival order: broadcast elements (``process_broadcast_element``, against the key
+group's copy of the broadcast state; every key group gets every broadcast element, and only
+the group the engine names emits their rows and side rows) or the second keyed input's
+(``process_element2``); step 2 is then the first input's (``process_element1``).
+
 A record is a plain dict ``{state name: value, TIMERS_FIELD: {(domain, ts), ...}}``. The
 engine decides where records live (a dict in the harness, RocksDB buckets in Spark); this
 class only reads and mutates the dicts it is handed and remembers which keys it touched.
@@ -38,6 +44,7 @@ from itertools import count
 from operator import itemgetter, methodcaller
 from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
+from sparkstate.api.connected import BroadcastContext, KeyedBroadcastProcessFunction, KeyedCoProcessFunction
 from sparkstate.api.functions import (
     DEAD_LETTERS,
     MIN_WATERMARK,
@@ -51,9 +58,17 @@ from sparkstate.api.functions import (
 )
 from sparkstate.api.state import HELD_FIELD, INTERNAL_FIELDS, TIMERS_FIELD, KeyScope, Record, StateDescriptor
 from sparkstate.api.time import TimestampAssigner, epoch_millis
-from sparkstate.errors import JobDefinitionError, KeyColumnError, ProcessFunctionError, SparkStateError, TimerError
+from sparkstate.errors import (
+    JobDefinitionError,
+    KeyColumnError,
+    ProcessFunctionError,
+    SparkStateError,
+    StateAccessError,
+    TimerError,
+)
 
 if TYPE_CHECKING:
+    from sparkstate.api.job import ConnectedInput
     from sparkstate.engine.events import EventColumns
 
 #: on_timer may register already-due timers; after this many rounds in one batch it is a loop.
@@ -148,6 +163,7 @@ class KeyedOperator:
         timestamp_column: str | None = None,
         event_time: bool = True,
         timestamp_assigner: TimestampAssigner | None = None,
+        connected: ConnectedInput | None = None,
     ) -> None:
         if not isinstance(fn, KeyedProcessFunction):
             raise JobDefinitionError(f"expected a KeyedProcessFunction instance, got {fn!r}")
@@ -170,6 +186,20 @@ class KeyedOperator:
         self._load: Callable[[Any], Record] = lambda key: {}
         self._opened = False
         self._run_key_group: GroupRunner | None = None
+        #: every record of the key group (for ``apply_to_keyed_state``), set per batch
+        self._all_records: Callable[[], Iterable[tuple[Any, Record]]] = lambda: ()
+        self.connected = connected
+        self.bctx = BroadcastContext(self.scope, self.timer_service)
+        self.bctx.applier = self._apply_to_keyed_state  # type: ignore[assignment]
+        self._key_of2: Callable[[Event], Any] | None = None
+        self._ts_of2: Callable[[Event], Any] | None = None
+        if connected is not None:
+            if connected.is_broadcast:
+                self.scope.broadcast_descriptors = {d.name: d for d in connected.broadcast}
+            else:
+                ws = connected.watermark
+                self._key_of2 = key_getter(connected.key_columns)
+                self._ts_of2 = timestamp_reader(ws.timestamp_column, ws.timestamp_assigner) if ws else None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -198,14 +228,24 @@ class KeyedOperator:
 
     # ------------------------------------------------------------------ batches
 
-    def begin_batch(self, watermark: int, processing_time: int, load: Callable[[Any], Record]) -> None:
-        """Set the batch's clocks and how to fetch the record of a key not touched yet."""
+    def begin_batch(
+        self, watermark: int, processing_time: int, load: Callable[[Any], Record], *,
+        broadcast: dict[str, dict[Any, Any]] | None = None,
+        all_records: Callable[[], Iterable[tuple[Any, Record]]] | None = None,
+    ) -> None:
+        """Set the batch's clocks and how to fetch the record of a key not touched yet; for a
+        broadcast job, the key group's broadcast states (changed in place) and how to visit
+        every record of the group (``apply_to_keyed_state``)."""
         scope = self.scope
         scope.watermark = MIN_WATERMARK if watermark is None else watermark
         scope.processing_time = processing_time
         scope.due = []
         scope.side = []
+        scope.broadcast = broadcast
+        scope.broadcast_changed = False
         self._load = load
+        if all_records is not None:
+            self._all_records = all_records
         self.touched = {}
 
     def take_touched(self) -> dict[Any, Record]:
@@ -215,22 +255,115 @@ class KeyedOperator:
         self.scope.key = None
         return touched
 
-    def run_batch(self, events: Events, due_candidates: Iterable[tuple[Any, Record]] = ()) -> list[Any]:
+    def run_batch(
+        self, events: Events, due_candidates: Iterable[tuple[Any, Record]] = (), *,
+        second: Events | None = None, broadcast: Events | None = None, emit_broadcast: bool = True,
+    ) -> list[Any]:
         """Steps 1-3 of the module docs for one key group; returns the emitted rows.
 
-        Records the source could not read (``events.dead_letters``, see ``packing``) go to the
+        ``second`` are the second keyed input's elements, ``broadcast`` the broadcast input's;
+        ``emit_broadcast`` says whether this group emits what the broadcast elements produce
+        (exactly one group of a batch does).
+
+        Records the sources could not read (``events.dead_letters``, see ``packing``) go to the
         dead-letter output first: they reach no key, so no step sees them.
         """
-        rejected = getattr(events, "dead_letters", None)
-        if rejected:
-            self.scope.side.extend((DEAD_LETTERS.name, row) for row in rejected)
+        side = self.scope.side
+        for given, emits in ((events, True), (second, True), (broadcast, emit_broadcast)):
+            rejected = getattr(given, "dead_letters", None) if given is not None else None
+            if rejected and emits:
+                side.extend((DEAD_LETTERS.name, row) for row in rejected)
         if self._run_key_group is not None:  # a built-in function that runs a whole key group at once
             return self._run_key_group(self, events, due_candidates)
         out = self.fire_due(due_candidates)
+        if broadcast:
+            rows = self.process_broadcast(broadcast, emit_broadcast)
+            if emit_broadcast:
+                out.extend(rows)
+        if second:
+            out.extend(self.process(second, input2=True))
         out.extend(self.process(events))
         if self.scope.due:
             out.extend(self.fire_due(()))
         return out
+
+    def process_broadcast(self, elements: Iterable[Event], emit: bool = True) -> list[Any]:
+        """Run ``process_broadcast_element`` on each broadcast element in order.
+
+        An element the function rejects (it raises) changes no broadcast state: its writes
+        are undone and it goes to the dead letters with the reason (from the emitting group
+        only); the batch goes on. Without ``emit``, its rows and side rows are dropped.
+        """
+        fn = self.fn
+        if not isinstance(fn, KeyedBroadcastProcessFunction):
+            raise JobDefinitionError(f"{self.name} got broadcast elements but is not a KeyedBroadcastProcessFunction")
+        scope = self.scope
+        states = scope.broadcast
+        if states is None:
+            raise StateAccessError(f"{self.name}: the engine gave no broadcast state for the broadcast elements")
+        out: list[Any] = []
+        bctx = self.bctx
+        for ev in elements:
+            scope.key = None
+            scope.rec = None
+            scope.timestamp = None
+            before = {name: dict(m) for name, m in states.items()}
+            changed = scope.broadcast_changed
+            side_len = len(scope.side)
+            try:
+                result = fn.process_broadcast_element(ev, bctx)
+                rows = [] if result is None else list(self._rows("process_broadcast_element", result))
+            except Exception as exc:
+                for name in list(states):
+                    if name not in before:
+                        del states[name]
+                for name, m in before.items():
+                    states[name] = m
+                scope.broadcast_changed = changed
+                del scope.side[side_len:]
+                if emit:
+                    reason = f"{self.name}.process_broadcast_element rejected it: {type(exc).__name__}: {exc}"
+                    scope.side.append((DEAD_LETTERS.name, {"raw": dead_letter_text(ev), "reason": reason}))
+                continue
+            if emit:
+                out.extend(rows)
+            else:
+                del scope.side[side_len:]
+        scope.key = None
+        scope.rec = None
+        return out
+
+    def _rows(self, phase: str, result: Any) -> Any:
+        if type(result) is not _GENERATOR and isinstance(result, _SINGLE_ROW):
+            raise self._single_row(phase, result)
+        return result
+
+    def _apply_to_keyed_state(self, desc: StateDescriptor, function: Callable[[Any, Any], None]) -> None:
+        """``apply_to_keyed_state``: ``function(key, handle)`` for every key of the group that
+        holds a value of ``desc``'s state."""
+        known = self.runtime_context._states.get(getattr(desc, "name", None))  # type: ignore[arg-type]
+        if known is None or known[0] != desc:
+            declared = ", ".join(repr(n) for n in self.runtime_context._states) or "none"
+            raise StateAccessError(
+                f"{self.name}.apply_to_keyed_state({desc!r}): not a state the function declared in open "
+                f"(declared: {declared})"
+            )
+        handle = known[1]
+        scope = self.scope
+        touched = self.touched
+        name = desc.name
+        try:
+            for key, rec in list(self._all_records()):
+                rec = touched.get(key, rec)
+                if name not in rec:
+                    continue
+                touched[key] = rec
+                scope.key = key
+                scope.rec = rec
+                function(key, handle)
+        finally:
+            scope.key = None
+            scope.rec = None
 
     def _record_for(self, key: Any, event: Any) -> Record:
         """The record of a key not touched yet in this batch (loaded, pruned, remembered)."""
@@ -247,14 +380,14 @@ class KeyedOperator:
         self.touched[key] = rec
         return rec
 
-    def keyed_events(self, events: Iterable[Event]) -> Iterator[tuple[Any, Record, Event]]:
+    def keyed_events(self, events: Iterable[Event], input2: bool = False) -> Iterator[tuple[Any, Record, Event]]:
         """Each event with its key and record, ``scope`` set to them and to its event time.
 
         Events without a usable event time go to the dead-letter output here and are skipped.
         """
         scope = self.scope
-        key_of = self._key_of
-        ts_of = self._ts_of
+        key_of = self._key_of2 if input2 and self._key_of2 is not None else self._key_of
+        ts_of = self._ts_of2 if input2 else self._ts_of
         touched = self.touched
         for ev in events:
             try:
@@ -277,13 +410,16 @@ class KeyedOperator:
             scope.rec = rec
             yield key, rec, ev
 
-    def process(self, events: Iterable[Event]) -> list[Any]:
-        """Run ``process_element`` on each event in order."""
+    def process(self, events: Iterable[Event], input2: bool = False) -> list[Any]:
+        """Run ``process_element`` on each event in order (``process_element2`` for the second input)."""
         out: list[Any] = []
         extend = out.extend
         ctx = self.ctx
-        process_element = self.fn.process_element
-        for key, _, ev in self.keyed_events(events):
+        fn = self.fn
+        process_element = fn.process_element
+        if isinstance(fn, KeyedCoProcessFunction):
+            process_element = fn.process_element2 if input2 else fn.process_element1
+        for key, _, ev in self.keyed_events(events, input2):
             try:
                 result = process_element(ev, ctx)
                 if result is not None:

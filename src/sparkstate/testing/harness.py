@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sparkstate.api.functions import DEAD_LETTERS, MAX_WATERMARK, MIN_WATERMARK, Event, KeyedProcessFunction, TimeDomain
-from sparkstate.api.job import DEFAULT_KEY_GROUPS
+from sparkstate.api.job import DEFAULT_KEY_GROUPS, ConnectedInput
 from sparkstate.api.schema import Schema
 from sparkstate.api.state import HELD_FIELD, INTERNAL_FIELDS, TIMERS_FIELD, Record
 from sparkstate.api.time import WatermarkStrategy
@@ -35,6 +35,18 @@ from sparkstate.errors import JobDefinitionError
 from sparkstate.savepoint.compat import check_restore
 from sparkstate.savepoint.files import LocalDirectory, SavepointWriter, open_savepoint
 from sparkstate.savepoint.migration import type_info, value_type
+
+
+def _columnar(events: list[Event]) -> Events:
+    """Events as the operator gets them on Spark: columns, when they share their keys."""
+    if events and all(type(ev) is dict and ev.keys() == events[0].keys() for ev in events):
+        return EventColumns.of(events)
+    return events
+
+
+def _largest_time(events: Iterable[Event], read: Any) -> int | None:
+    stamps = [t for ev in events if isinstance(ev, dict) and type(t := to_epoch_millis(read(ev))) is int]
+    return max(stamps) if stamps else None
 
 
 class KeyedHarness:
@@ -82,6 +94,7 @@ class KeyedHarness:
         job_name: str | None = None,
         key_groups: int | None = None,
         source: dict[str, Any] | None = None,
+        connected: ConnectedInput | None = None,
     ) -> None:
         keys = [key_by] if isinstance(key_by, str) else list(key_by)
         if watermark_strategy is not None and not watermark_strategy.has_timestamps:
@@ -91,9 +104,19 @@ class KeyedHarness:
         self.watermark_strategy = watermark_strategy
         ws = watermark_strategy
         self.operator = KeyedOperator(
-            fn, keys, ws.timestamp_column if ws else None, timestamp_assigner=ws.timestamp_assigner if ws else None
+            fn, keys, ws.timestamp_column if ws else None, timestamp_assigner=ws.timestamp_assigner if ws else None,
+            connected=connected,
         )
         self._read_time = timestamp_reader(ws.timestamp_column, ws.timestamp_assigner) if ws else None
+        #: the second input (``Job.connect`` / ``interval_join``), its time reader and its largest time
+        self.connected = connected
+        ws2 = connected.watermark if connected is not None else None
+        self._read_time2 = timestamp_reader(ws2.timestamp_column, ws2.timestamp_assigner) if ws2 else None
+        self._max_ts2: int | None = None
+        #: the broadcast states (name -> map) of a broadcast job: every key group's copy, alike
+        self.broadcast_states: dict[str, dict[Any, Any]] | None = (
+            {} if connected is not None and connected.is_broadcast else None
+        )
         self.descriptors = self.operator.open()
         self.schema = Schema.of(output_schema) if output_schema is not None else None
         self._arrow = self.schema.arrow if self.schema is not None else None
@@ -132,8 +155,14 @@ class KeyedHarness:
         *,
         processing_time: int | None = None,
         watermark: int | None = None,
+        second: Iterable[Event] | None = None,
+        broadcast: Iterable[Event] | None = None,
     ) -> list[Any]:
         """Run one micro-batch; return the rows it emitted.
+
+        ``second`` are the batch's elements of a connected keyed input (``process_element2``),
+        ``broadcast`` those of a broadcast input (``process_broadcast_element``); they run before
+        ``events`` (see ``sparkstate.api.connected``).
 
         With an output schema the rows are dicts checked against it, exactly as Spark's
         ``MemorySink`` returns them (timestamps as epoch ms, maps as dicts).
@@ -148,16 +177,31 @@ class KeyedHarness:
         given, dead = admit(given, self.operator.key_columns, self._read_time, now, self.max_event_time_ahead)
         if dead:
             self.side_outputs.setdefault(DEAD_LETTERS.name, []).extend(dead)
-        evs: Events = given
-        if given and all(type(ev) is dict and ev.keys() == given[0].keys() for ev in given):
-            evs = EventColumns.of(given)  # columnar, as events reach the operator on Spark
+        evs = _columnar(given)
+        evs2: Events | None = None
+        if second is not None:
+            if self.connected is None or self.connected.is_broadcast:
+                raise JobDefinitionError("process_batch(second=...) needs a harness with a connected keyed input")
+            given2 = [{k: to_epoch_millis(v) for k, v in ev.items()} if isinstance(ev, dict) else ev for ev in second]
+            given2, dead2 = admit(given2, self.connected.key_columns, self._read_time2, now, self.max_event_time_ahead)
+            if dead2:
+                self.side_outputs.setdefault(DEAD_LETTERS.name, []).extend(dead2)
+            evs2 = _columnar(given2)
+        bevs: list[Event] | None = None
+        if broadcast is not None:
+            if self.broadcast_states is None:
+                raise JobDefinitionError("process_batch(broadcast=...) needs a harness with a broadcast input")
+            bevs = [{k: to_epoch_millis(v) for k, v in ev.items()} if isinstance(ev, dict) else ev for ev in broadcast]
         op = self.operator
         records = self.records
-        op.begin_batch(self.watermark, self.processing_time, lambda key: records.setdefault(key, {}))
+        op.begin_batch(
+            self.watermark, self.processing_time, lambda key: records.setdefault(key, {}),
+            broadcast=self.broadcast_states, all_records=lambda: list(records.items()),
+        )
         candidates = [
             (k, r) for k, r in records.items() if due_timer_limits(r, self.watermark, self.processing_time)
         ]
-        rows = op.run_batch(evs, candidates)
+        rows = op.run_batch(evs, candidates, second=evs2, broadcast=bevs)
         for name, row in op.take_side():
             self.side_outputs.setdefault(name, []).append(row)
         for key, rec in op.take_touched().items():
@@ -165,7 +209,9 @@ class KeyedHarness:
                 records.pop(key, None)
             elif self._serialize:
                 records[key] = pickle.loads(dumps_state({key: rec}))[key]
-        self._advance_watermark(evs)
+        if self.broadcast_states is not None and self._serialize and self.scope_changed_broadcast():
+            self.broadcast_states = pickle.loads(dumps_state(self.broadcast_states))
+        self._advance_watermark(evs, evs2)
         if self.schema is not None:
             # the same conversion as on Spark: type errors name the column; timestamps come
             # back as epoch ms and maps as dicts, as Spark's MemorySink returns them
@@ -173,23 +219,50 @@ class KeyedHarness:
         self.output.extend(rows)
         return rows
 
-    def _advance_watermark(self, events: Events) -> None:
+    def scope_changed_broadcast(self) -> bool:
+        """Whether the last batch's broadcast elements changed the broadcast state."""
+        return self.operator.scope.broadcast_changed
+
+    def _advance_watermark(self, events: Events, second: Events | None = None) -> None:
+        """The watermark after a batch: each input's from its largest event time, the job's the
+        smallest of the inputs that have one (Spark's ``min`` policy over several watermarks,
+        and Flink's rule for two inputs; an input that has seen no event time yet does not count)."""
         strategy, read = self.watermark_strategy, self._read_time
         if strategy is None or read is None:
             return
-        stamps = [t for ev in events if isinstance(ev, dict) and type(t := to_epoch_millis(read(ev))) is int]
-        if stamps:
-            top = max(stamps)
+        top = _largest_time(events, read)
+        if top is not None:
             self._max_ts = top if self._max_ts is None else max(self._max_ts, top)
-            watermark = strategy.watermark_for(self._max_ts)
+        marks = [] if self._max_ts is None else [strategy.watermark_for(self._max_ts)]
+        c = self.connected
+        if c is not None and c.watermark is not None and self._read_time2 is not None:
+            top2 = _largest_time(second or (), self._read_time2)
+            if top2 is not None:
+                self._max_ts2 = top2 if self._max_ts2 is None else max(self._max_ts2, top2)
+            if self._max_ts2 is not None:
+                marks.append(c.watermark.watermark_for(self._max_ts2))
+        if marks:
+            watermark = min(marks)
             if watermark > 0:
                 # as on Spark, whose watermark starts at the epoch: there is none until it
                 # passes it (see ``KeyGroupRunner.watermark``)
                 self.watermark = max(self.watermark, watermark)
 
-    def process_element(self, event: Event, **clocks: int) -> list[Any]:
+    def process_element(self, event: Event, *, processing_time: int | None = None, watermark: int | None = None) -> list[Any]:
         """One event as a batch of its own."""
-        return self.process_batch([event], **clocks)
+        return self.process_batch([event], processing_time=processing_time, watermark=watermark)
+
+    def process_element2(
+        self, event: Event, *, processing_time: int | None = None, watermark: int | None = None
+    ) -> list[Any]:
+        """One event of the connected keyed input as a batch of its own."""
+        return self.process_batch([], second=[event], processing_time=processing_time, watermark=watermark)
+
+    def process_broadcast_element(
+        self, event: Event, *, processing_time: int | None = None, watermark: int | None = None
+    ) -> list[Any]:
+        """One broadcast element as a batch of its own."""
+        return self.process_batch([], broadcast=[event], processing_time=processing_time, watermark=watermark)
 
     def advance_processing_time(self, to: int) -> list[Any]:
         """Move processing time to ``to`` (epoch ms) and fire the timers that became due."""
