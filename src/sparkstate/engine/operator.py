@@ -417,19 +417,21 @@ class KeyedOperator:
         ctx = self.ctx
         fn = self.fn
         process_element = fn.process_element
+        phase = "process_element"
         if isinstance(fn, KeyedCoProcessFunction):
             process_element = fn.process_element2 if input2 else fn.process_element1
+            phase = "process_element2" if input2 else "process_element1"
         for key, _, ev in self.keyed_events(events, input2):
             try:
                 result = process_element(ev, ctx)
                 if result is not None:
                     if type(result) is not _GENERATOR and isinstance(result, _SINGLE_ROW):
-                        raise self._single_row("process_element", result)
+                        raise self._single_row(phase, result)
                     extend(result)
             except SparkStateError:
                 raise
             except Exception as exc:
-                raise self._user_error("process_element", key, ev, exc) from exc
+                raise self._user_error(phase, key, ev, exc) from exc
         return out
 
     def _event_time_of(self, ev: Event, t: Any) -> int | None:
