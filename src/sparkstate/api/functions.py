@@ -30,6 +30,8 @@ from sparkstate.api.state import (
     ValueStateDescriptor,
     handle_for,
 )
+# registers the handles of state with a TTL, which handle_for gives such descriptors
+from sparkstate.api import state_ttl  # noqa: F401
 from sparkstate.api.time import MAX_WATERMARK, MIN_WATERMARK, TimeDomain
 from sparkstate.errors import JobDefinitionError, ProcessFunctionError, StateAccessError, StateDescriptorError, TimerError
 
