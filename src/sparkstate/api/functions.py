@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+# registers the handles of state with a TTL, which handle_for gives such descriptors
+from sparkstate.api import state_ttl  # noqa: F401
 from sparkstate.api.state import (
     HELD_FIELD,
     TIMERS_FIELD,
@@ -30,8 +32,6 @@ from sparkstate.api.state import (
     ValueStateDescriptor,
     handle_for,
 )
-# registers the handles of state with a TTL, which handle_for gives such descriptors
-from sparkstate.api import state_ttl  # noqa: F401
 from sparkstate.api.time import MAX_WATERMARK, MIN_WATERMARK, TimeDomain
 from sparkstate.errors import JobDefinitionError, ProcessFunctionError, StateAccessError, StateDescriptorError, TimerError
 

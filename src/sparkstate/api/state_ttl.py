@@ -210,8 +210,16 @@ class TtlListState(ListState[T]):
         return iter(self.get())
 
     def __len__(self) -> int:
-        """The number of elements a read returns (it is a read: it removes and refreshes)."""
-        return len(self.get())
+        """How many elements a read would return now. Unlike a read it changes nothing (no
+        removal, no refresh): ``list(state)`` asks for the length too, and stays one read."""
+        stored = self._record().get(self._name)
+        if not stored:
+            return 0
+        clk = self._clk
+        if clk.return_expired:
+            return len(stored)
+        limit = clk.now() - clk.ttl
+        return sum(1 for _, ts in stored if ts > limit)
 
     def add(self, value: T) -> None:
         rec = self._record()
@@ -240,8 +248,8 @@ class TtlListState(ListState[T]):
 
 class TtlMapState(MapState[K, V]):
     """``MapState`` with a TTL per entry: every read (``get``, ``contains``, ``in``, ``[]``,
-    ``keys``, ``values``, ``items``, iteration, ``len``, ``is_empty``) applies the rule to the
-    entries it looks at."""
+    ``keys``, ``values``, ``items``, iteration, ``is_empty``) applies the rule to the entries
+    it looks at; ``len`` counts what a read would return, changing nothing."""
 
     __slots__ = ("_clk",)
 
@@ -339,7 +347,15 @@ class TtlMapState(MapState[K, V]):
         return iter(self.keys())
 
     def __len__(self) -> int:
-        return len(self._read_all())
+        """How many entries a read would return now, changing nothing (see ``TtlListState.__len__``)."""
+        m = self._record().get(self._name)
+        if not m:
+            return 0
+        clk = self._clk
+        if clk.return_expired:
+            return len(m)
+        limit = clk.now() - clk.ttl
+        return sum(1 for _, ts in m.values() if ts > limit)
 
 
 class TtlReducingState(_SingleValue, ReducingState[T]):
