@@ -30,6 +30,7 @@ from sparkstate import (
 )
 from sparkstate.api.state import ListState, MapState, ValueState
 from sparkstate.api.state_ttl import TtlValueState, refuse_ttl
+from sparkstate.savepoint.files import LocalDirectory, open_savepoint
 from tests.ttl_model import ABSENT, ListModel, MapModel, Rule, SingleModel
 
 TTL = 10
@@ -432,3 +433,112 @@ def test_refuse_ttl_names_the_state_and_the_place():
     refuse_ttl(MapStateDescriptor("rules", str, int), "Job.broadcast")  # no TTL: fine
     with pytest.raises(StateDescriptorError, match=r"Job.broadcast: MapState\[str, int\] 'rules' has a time-to-live"):
         refuse_ttl(MapStateDescriptor("rules", str, int).enable_time_to_live(cfg), "Job.broadcast")
+
+
+# --------------------------------------------------------------------------- savepoints
+
+
+class AllKinds(KeyedProcessFunction):
+    """One state of each kind, TTL'd by ``cfg`` (None: no TTL); ``v`` of an event is written to
+    all of them and every event emits what they hold."""
+
+    def __init__(self, cfg, value_type=int):
+        self.cfg, self.value_type = cfg, value_type
+
+    def open(self, ctx):
+        def ttl(d):
+            return d.enable_time_to_live(self.cfg) if self.cfg is not None else d
+
+        self.value = ctx.get_state(ttl(ValueStateDescriptor("value", self.value_type)))
+        self.list = ctx.get_list_state(ttl(ListStateDescriptor("list", self.value_type)))
+        self.map = ctx.get_map_state(ttl(MapStateDescriptor("map", str, self.value_type)))
+        self.red = ctx.get_reducing_state(ttl(ReducingStateDescriptor("red", lambda a, b: a + b, self.value_type)))
+        self.agg = ctx.get_aggregating_state(ttl(AggregatingStateDescriptor("agg", SumCount(), tuple)))
+
+    def process_element(self, ev, ctx):
+        if ev["v"] is not None:
+            v = ev["v"]
+            self.value.update(v), self.list.add(v), self.map.put(f"m{v}", v), self.red.add(v), self.agg.add(v)
+        yield (ev["k"], self.value.value(), self.list.get(), self.map.items(), self.red.get(), self.agg.get())
+
+
+PT_CFG = config(UPDATE.OnCreateAndWrite, VISIBILITY.NeverReturnExpired, False, ttl=100)
+
+
+def test_savepoint_round_trip_keeps_every_entry_time(tmp_path):
+    from sparkstate.savepoint.format import ENCODING, read_table
+
+    h = KeyedHarness(AllKinds(PT_CFG), "k", processing_time=1000)
+    h.process_element({"k": "a", "v": 1})
+    h.process_element({"k": "a", "v": 2}, processing_time=1050)
+    h.process_element({"k": "b", "v": 3}, processing_time=1060)
+    before = {k: h.state(k) for k in h.keys()}
+    assert before["a"]["list"] == [(1, 1000), (2, 1050)] and before["a"]["value"] == (2, 1050)
+    meta = h.savepoint(tmp_path / "sp")
+    assert meta["state_ttl"] == {n: PT_CFG.describe() for n in ("agg", "list", "map", "red", "value")}
+    # the typed-Arrow columns are for bare values: a (value, ts) column is pickled
+    sp = open_savepoint(LocalDirectory(str(tmp_path / "sp")))
+    for kg in sp.key_groups:
+        table = read_table(sp.group_bytes(kg))
+        assert all(table.schema.field(n).metadata[ENCODING] == b"pickle" for n in ("value", "red", "list", "map"))
+    restored = KeyedHarness(AllKinds(PT_CFG), "k", from_savepoint=tmp_path / "sp")
+    assert {k: restored.state(k) for k in restored.keys()} == before
+    assert restored.restore_notes == []
+    # the restored times decide: at 1100 a's first writes (1000) expired, the second ones (1050) not
+    assert restored.process_element({"k": "a", "v": None}, processing_time=1100) == [
+        ("a", 2, [2], [("m2", 2)], 3, "3/2")]
+    assert restored.process_element({"k": "a", "v": None}, processing_time=1150) == [("a", None, [], [], None, None)]
+
+
+def test_restore_without_ttl_into_ttl_stamps_values_with_the_savepoint_time(tmp_path):
+    h = KeyedHarness(AllKinds(None), "k", processing_time=5000)
+    h.process_element({"k": "a", "v": 1})
+    h.process_element({"k": "a", "v": 2}, processing_time=5010)
+    h.savepoint(tmp_path / "sp")
+    restored = KeyedHarness(AllKinds(PT_CFG), "k", from_savepoint=tmp_path / "sp")
+    assert restored.state("a") == {
+        "value": (2, 5010), "list": [(1, 5010), (2, 5010)], "map": {"m1": (1, 5010), "m2": (2, 5010)},
+        "red": (3, 5010), "agg": ((3, 2), 5010)}
+    assert any("'value' now has a time-to-live" in n and "5010" in n for n in restored.restore_notes)
+    assert restored.process_element({"k": "a", "v": None}, processing_time=5109)[0][1] == 2
+    assert restored.process_element({"k": "a", "v": None}, processing_time=5110) == [("a", None, [], [], None, None)]
+
+
+def test_restore_with_ttl_into_no_ttl_drops_the_times(tmp_path):
+    h = KeyedHarness(AllKinds(PT_CFG), "k", processing_time=5000)
+    h.process_element({"k": "a", "v": 1})
+    h.process_element({"k": "a", "v": 2}, processing_time=5010)
+    h.savepoint(tmp_path / "sp")
+    restored = KeyedHarness(AllKinds(None), "k", from_savepoint=tmp_path / "sp")
+    assert restored.state("a") == {"value": 2, "list": [1, 2], "map": {"m1": 1, "m2": 2}, "red": 3, "agg": (3, 2)}
+    assert any("'list' no longer has a time-to-live" in n for n in restored.restore_notes)
+    # nothing expires any more
+    assert restored.process_element({"k": "a", "v": None}, processing_time=10**9)[0][1] == 2
+
+
+def test_a_type_migration_of_a_ttl_state_converts_inside_the_times(tmp_path):
+    h = KeyedHarness(AllKinds(PT_CFG), "k", processing_time=5000)
+    h.process_element({"k": "a", "v": 1})
+    h.savepoint(tmp_path / "sp")
+    restored = KeyedHarness(AllKinds(PT_CFG, value_type=float), "k", from_savepoint=tmp_path / "sp")
+    state = restored.state("a")
+    assert state["value"] == (1.0, 5000) and type(state["value"][0]) is float
+    assert state["list"] == [(1.0, 5000)] and type(state["list"][0][0]) is float
+    assert type(state["map"]["m1"][0]) is float and type(state["red"][0]) is float
+    # and gaining a TTL along with the type change
+    h2 = KeyedHarness(AllKinds(None), "k", processing_time=7000)
+    h2.process_element({"k": "a", "v": 1})
+    h2.savepoint(tmp_path / "sp2")
+    state = KeyedHarness(AllKinds(PT_CFG, value_type=float), "k", from_savepoint=tmp_path / "sp2").state("a")
+    assert state["value"] == (1.0, 7000) and type(state["value"][0]) is float and state["map"] == {"m1": (1.0, 7000)}
+
+
+def test_event_time_ttl_restored_from_a_savepoint_without_ttl_takes_its_watermark(tmp_path):
+    strategy = WatermarkStrategy.for_bounded_out_of_orderness(0).with_timestamp_column("ts")
+    h = KeyedHarness(AllKinds(None), "k", watermark_strategy=strategy, processing_time=1)
+    h.process_element({"k": "a", "v": 1, "ts": 1_000_000})
+    h.process_element({"k": "b", "v": 1, "ts": 1_000_500})
+    sp = h.savepoint(tmp_path / "sp")
+    cfg = config(UPDATE.OnCreateAndWrite, VISIBILITY.NeverReturnExpired, True, ttl=100)
+    restored = KeyedHarness(AllKinds(cfg), "k", watermark_strategy=strategy, from_savepoint=tmp_path / "sp")
+    assert restored.state("a")["value"] == (1, sp["watermark_ms"]) == (1, 1_000_499)
