@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Iterator
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from sparkstate.api.state import (
     _MISSING,
@@ -152,15 +152,9 @@ class TtlValueState(_SingleValue, ValueState[T]):
         return value  # type: ignore[no-any-return]
 
     def update(self, value: T | None) -> None:
-        rec = self._record()
-        if value is None:
-            rec.pop(self._name, None)
-            return
-        if type(value) is not self._exact:
-            check = self._check
-            if check is not None and not check(value):
-                raise self._type_error("the value", value, self._desc.type)
-        rec[self._name] = (value, self._clk.stamp())
+        super().update(value)  # checks the type (None clears), then the value gets its time
+        if value is not None:
+            self._record()[self._name] = (value, self._clk.stamp())
 
 
 class TtlListState(ListState[T]):
@@ -222,19 +216,13 @@ class TtlListState(ListState[T]):
         return sum(1 for _, ts in stored if ts > limit)
 
     def add(self, value: T) -> None:
-        rec = self._record()
-        entry = (self._checked(value), self._clk.stamp())
-        lst = rec.get(self._name)
-        if lst is None:
-            rec[self._name] = [entry]
-        else:
-            lst.append(entry)
+        self.add_all((value,))
 
     def add_all(self, values: Iterable[T]) -> None:
         checked = [self._checked(v) for v in values]
         if checked:
             stamp = self._clk.stamp()
-            self._record().setdefault(self._name, []).extend((v, stamp) for v in checked)
+            self._record().setdefault(self._name, []).extend([(v, stamp) for v in checked])
 
     def update(self, values: Iterable[T]) -> None:
         checked = [self._checked(v) for v in values]
@@ -302,23 +290,19 @@ class TtlMapState(MapState[K, V]):
             del rec[self._name]
         return out
 
+    @overload
+    def get(self, key: K) -> V | None: ...
+
+    @overload
+    def get(self, key: K, default: V) -> V: ...
+
     def get(self, key: K, default: V | None = None) -> V | None:
         value = self._entry(key)
-        return default if value is _MISSING else value  # type: ignore[no-any-return]
+        return default if value is _MISSING else value
 
     def put(self, key: K, value: V) -> None:
-        desc = self._desc
-        if self._check_key is not None and not self._check_key(key):
-            raise self._type_error("a map key", key, desc.key_type)
-        if value is not None and self._check_value is not None and not self._check_value(value):
-            raise self._type_error("a map value", value, desc.value_type)
-        rec = self._record()
-        entry = (value, self._clk.stamp())
-        m = rec.get(self._name)
-        if m is None:
-            rec[self._name] = {key: entry}
-        else:
-            m[key] = entry
+        super().put(key, value)  # checks both types, then the entry gets its time
+        self._record()[self._name][key] = (value, self._clk.stamp())
 
     def contains(self, key: K) -> bool:
         return self._entry(key) is not _MISSING
