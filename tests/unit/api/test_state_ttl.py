@@ -542,3 +542,45 @@ def test_event_time_ttl_restored_from_a_savepoint_without_ttl_takes_its_watermar
     cfg = config(UPDATE.OnCreateAndWrite, VISIBILITY.NeverReturnExpired, True, ttl=100)
     restored = KeyedHarness(AllKinds(cfg), "k", watermark_strategy=strategy, from_savepoint=tmp_path / "sp")
     assert restored.state("a")["value"] == (1, sp["watermark_ms"]) == (1, 1_000_499)
+
+
+def test_a_bootstrapped_savepoint_restored_with_ttl_takes_its_creation_time(tmp_path):
+    import datetime as dt
+
+    import pandas as pd
+
+    from sparkstate import Job, ListSource, MemorySink
+    from sparkstate.savepoint.bootstrap import write_savepoint
+
+    def job():
+        return (Job("boot").source(ListSource([[{"k": "a", "v": 1}]], schema="k string, v bigint")).key_by("k")
+                .process(AllKinds(PT_CFG), output_schema="k string").sink(MemorySink()).with_settings(key_groups=8))
+
+    meta = write_savepoint(job(), {"value": pd.DataFrame({"k": ["a"], "value": [5]})}, tmp_path / "sp")
+    assert meta["state_ttl"] == {}  # these bootstrapped values carry no times
+    created = int(dt.datetime.fromisoformat(meta["created"]).timestamp() * 1000)
+    h = job().harness(from_savepoint=tmp_path / "sp")
+    assert h.state("a") == {"value": (5, created)}
+
+
+def test_the_reader_shows_last_access_and_a_bootstrap_from_its_frames_keeps_the_times(tmp_path):
+    from sparkstate import Job, ListSource, MemorySink
+    from sparkstate.savepoint.bootstrap import write_savepoint
+    from sparkstate.savepoint.reader import read_savepoint
+
+    def job():
+        return (Job("boot").source(ListSource([[{"k": "a", "v": 1}]], schema="k string, v bigint")).key_by("k")
+                .process(AllKinds(PT_CFG), output_schema="k string").sink(MemorySink()).with_settings(key_groups=8))
+
+    h = KeyedHarness(AllKinds(PT_CFG), "k", processing_time=1000, job_name="boot", key_groups=8)
+    h.process_element({"k": "a", "v": 1})
+    h.process_element({"k": "a", "v": 2}, processing_time=1050)
+    h.savepoint(tmp_path / "sp")
+    reader = read_savepoint(tmp_path / "sp")
+    assert reader.state("list").to_dict("records") == [
+        {"k": "a", "index": 0, "value": 1, "last_access": 1000}, {"k": "a", "index": 1, "value": 2, "last_access": 1050}]
+    assert reader.state("value").to_dict("records") == [{"k": "a", "value": 2, "last_access": 1050}]
+    assert list(reader.state("map").columns) == ["k", "map_key", "value", "last_access"]
+    meta = write_savepoint(job(), {n: reader.state(n) for n in reader.states}, tmp_path / "sp2")
+    assert set(meta["state_ttl"]) == {"value", "list", "map", "red", "agg"}
+    assert job().harness(from_savepoint=tmp_path / "sp2").state("a") == h.state("a")
