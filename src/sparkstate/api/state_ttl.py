@@ -59,7 +59,6 @@ from sparkstate.api.state import (
     _Handle,
     register_ttl_handles,
 )
-from sparkstate.api.ttl import StateTtlConfig
 from sparkstate.errors import StateDescriptorError
 
 T = TypeVar("T")
@@ -69,59 +68,63 @@ IN = TypeVar("IN")
 OUT = TypeVar("OUT")
 
 
-class _Clock:
-    """The TTL's two times, read from the scope at each call: ``now`` (expiry is judged
-    against it) and ``stamp`` (the time a write or refresh gives an entry)."""
+class _Ttl:
+    """The TTL's figures, in slots of the handle (read on every call: attribute lookups on
+    the handle are the cheapest), and its two times, read from the scope at each call:
+    ``_now`` (expiry is judged against it) and ``_stamp`` (the time a write or refresh gives)."""
 
-    __slots__ = ("scope", "ttl", "event_time", "refresh", "return_expired")
+    __slots__ = ()
+    _ttl: int
+    _event: bool
+    _refresh: bool
+    _ret: bool
+    _name: str
+    _scope: KeyScope
 
-    def __init__(self, scope: KeyScope, config: StateTtlConfig) -> None:
-        self.scope = scope
-        self.ttl = config.ttl_ms
-        self.event_time = config.event_time
-        self.refresh = config.refresh_on_read
-        self.return_expired = config.return_expired
+    def _init_ttl(self, desc: StateDescriptor) -> None:
+        config = desc.ttl_config
+        assert config is not None, "a TTL handle is made for a descriptor with a TTL"
+        # the slots are the concrete handle's (_TTL_SLOTS), which mypy cannot see from here
+        handle: Any = self
+        handle._ttl, handle._event = config.ttl_ms, config.event_time
+        handle._refresh, handle._ret = config.refresh_on_read, config.return_expired
 
-    def now(self) -> int:
-        scope = self.scope
-        return scope.watermark if self.event_time else scope.processing_time
+    def _now(self) -> int:
+        scope = self._scope
+        return scope.watermark if self._event else scope.processing_time
 
-    def stamp(self) -> int:
-        scope = self.scope
-        if not self.event_time:
+    def _stamp(self) -> int:
+        scope = self._scope
+        if not self._event:
             return scope.processing_time
         ts = scope.timestamp
         return scope.watermark if ts is None else ts
 
 
-def _clock(scope: KeyScope, desc: StateDescriptor) -> _Clock:
-    config = desc.ttl_config
-    assert config is not None, "a TTL handle is made for a descriptor with a TTL"
-    return _Clock(scope, config)
+#: the slots of a TTL handle (each handle class declares them: two bases with slots of their
+#: own cannot be combined)
+_TTL_SLOTS = ("_ttl", "_event", "_refresh", "_ret")
 
 
-class _SingleValue:
+class _SingleValue(_Ttl):
     """The read rule of the kinds that hold one ``(value, ts)``: Value, Reducing, Aggregating.
 
     Returns the stored value, or ``_MISSING`` when there is none or it expired and is not
     returned; an expired value leaves the record, an unexpired one is refreshed on read."""
 
     __slots__ = ()
-    _clk: _Clock
-    _name: str
 
     def _read(self, rec: dict[str, Any]) -> Any:
         stored = rec.get(self._name)
         if stored is None:
             return _MISSING
         value, ts = stored
-        clk = self._clk
-        if ts + clk.ttl <= clk.now():
-            del rec[self._name]
-            return value if clk.return_expired else _MISSING
-        if clk.refresh:
-            rec[self._name] = (value, clk.stamp())
-        return value
+        if ts + self._ttl > self._now():
+            if self._refresh:
+                rec[self._name] = (value, self._stamp())
+            return value
+        del rec[self._name]
+        return value if self._ret else _MISSING
 
     def _current(self, rec: dict[str, Any]) -> Any:
         """The value an ``add`` folds into (no refresh: the add writes a new time anyway)."""
@@ -129,8 +132,7 @@ class _SingleValue:
         if stored is None:
             return _MISSING
         value, ts = stored
-        clk = self._clk
-        if ts + clk.ttl <= clk.now() and not clk.return_expired:
+        if ts + self._ttl <= self._now() and not self._ret:
             return _MISSING
         return value
 
@@ -139,32 +141,50 @@ class TtlValueState(_SingleValue, ValueState[T]):
     """``ValueState`` with a TTL: ``value()`` gives the default when the value expired (and
     is not returned), or there is none."""
 
-    __slots__ = ("_clk",)
+    __slots__ = _TTL_SLOTS
 
     def __init__(self, scope: KeyScope, desc: ValueStateDescriptor[T]) -> None:
         super().__init__(scope, desc)
-        self._clk = _clock(scope, desc)
+        self._init_ttl(desc)
 
     def value(self) -> T:
-        value = self._read(self._record())
-        if value is _MISSING:
-            return copy.deepcopy(self._default) if self._copy_default else self._default  # type: ignore[return-value]
-        return value  # type: ignore[no-any-return]
+        # _read inlined: running totals and seen-flags call this once per event
+        scope = self._scope
+        rec = scope.rec
+        if rec is None:
+            rec = self._record()
+        stored = rec.get(self._name)
+        if stored is not None:
+            value, ts = stored
+            if ts + self._ttl > (scope.watermark if self._event else scope.processing_time):
+                if self._refresh:
+                    rec[self._name] = (value, self._stamp())
+                return value  # type: ignore[no-any-return]
+            del rec[self._name]
+            if self._ret:
+                return value  # type: ignore[no-any-return]
+        return copy.deepcopy(self._default) if self._copy_default else self._default  # type: ignore[return-value]
 
     def update(self, value: T | None) -> None:
-        super().update(value)  # checks the type (None clears), then the value gets its time
-        if value is not None:
-            self._record()[self._name] = (value, self._clk.stamp())
+        if value is None or type(value) is not self._exact:
+            ValueState.update(self, value)  # None clears; any other value has its type checked
+            if value is None:
+                return
+        scope = self._scope
+        rec = scope.rec
+        if rec is None:
+            rec = self._record()
+        rec[self._name] = (value, self._stamp() if self._event else scope.processing_time)
 
 
-class TtlListState(ListState[T]):
+class TtlListState(_Ttl, ListState[T]):
     """``ListState`` with a TTL per element."""
 
-    __slots__ = ("_clk",)
+    __slots__ = _TTL_SLOTS
 
     def __init__(self, scope: KeyScope, desc: ListStateDescriptor[T]) -> None:
         super().__init__(scope, desc)
-        self._clk = _clock(scope, desc)
+        self._init_ttl(desc)
 
     def get(self) -> list[T]:
         """The elements that have not expired (and, with ``ReturnExpiredIfNotCleanedUp``, the
@@ -173,27 +193,15 @@ class TtlListState(ListState[T]):
         stored = rec.get(self._name)
         if not stored:
             return []
-        clk = self._clk
-        limit = clk.now() - clk.ttl  # expired: ts <= limit
-        out: list[T] = []
-        kept: list[tuple[T, int]] = []
-        if clk.refresh:
-            stamp = clk.stamp()
-            for element, ts in stored:
-                if ts > limit:
-                    out.append(element)
-                    kept.append((element, stamp))
-                elif clk.return_expired:
-                    out.append(element)
+        limit = self._now() - self._ttl  # expired: ts <= limit
+        if self._refresh:
+            stamp = self._stamp()
+            kept = [(e, stamp) for e, ts in stored if ts > limit]
         else:
-            for entry in stored:
-                if entry[1] > limit:
-                    out.append(entry[0])
-                    kept.append(entry)
-                elif clk.return_expired:
-                    out.append(entry[0])
+            kept = [entry for entry in stored if entry[1] > limit]
             if len(kept) == len(stored):
-                return out
+                return [e for e, _ in stored]
+        out = [e for e, _ in (stored if self._ret else kept)]
         if kept:
             rec[self._name] = kept
         else:
@@ -209,41 +217,41 @@ class TtlListState(ListState[T]):
         stored = self._record().get(self._name)
         if not stored:
             return 0
-        clk = self._clk
-        if clk.return_expired:
+        if self._ret:
             return len(stored)
-        limit = clk.now() - clk.ttl
+        limit = self._now() - self._ttl
         return sum(1 for _, ts in stored if ts > limit)
 
     def add(self, value: T) -> None:
-        self.add_all((value,))
+        entry = (self._checked(value), self._stamp())
+        self._record().setdefault(self._name, []).append(entry)
 
     def add_all(self, values: Iterable[T]) -> None:
         checked = [self._checked(v) for v in values]
         if checked:
-            stamp = self._clk.stamp()
+            stamp = self._stamp()
             self._record().setdefault(self._name, []).extend([(v, stamp) for v in checked])
 
     def update(self, values: Iterable[T]) -> None:
         checked = [self._checked(v) for v in values]
         rec = self._record()
         if checked:
-            stamp = self._clk.stamp()
+            stamp = self._stamp()
             rec[self._name] = [(v, stamp) for v in checked]
         else:
             rec.pop(self._name, None)
 
 
-class TtlMapState(MapState[K, V]):
+class TtlMapState(_Ttl, MapState[K, V]):
     """``MapState`` with a TTL per entry: every read (``get``, ``contains``, ``in``, ``[]``,
     ``keys``, ``values``, ``items``, iteration, ``is_empty``) applies the rule to the entries
     it looks at; ``len`` counts what a read would return, changing nothing."""
 
-    __slots__ = ("_clk",)
+    __slots__ = _TTL_SLOTS
 
     def __init__(self, scope: KeyScope, desc: MapStateDescriptor[K, V]) -> None:
         super().__init__(scope, desc)
-        self._clk = _clock(scope, desc)
+        self._init_ttl(desc)
 
     def _entry(self, key: K) -> Any:
         """The value under ``key`` by the read rule, or ``_MISSING``."""
@@ -255,14 +263,13 @@ class TtlMapState(MapState[K, V]):
         if stored is _MISSING:
             return _MISSING
         value, ts = stored
-        clk = self._clk
-        if ts + clk.ttl <= clk.now():
+        if ts + self._ttl <= self._now():
             del m[key]
             if not m:
                 del rec[self._name]
-            return value if clk.return_expired else _MISSING
-        if clk.refresh:
-            m[key] = (value, clk.stamp())
+            return value if self._ret else _MISSING
+        if self._refresh:
+            m[key] = (value, self._stamp())
         return value
 
     def _read_all(self, first_only: bool = False) -> list[tuple[K, V]]:
@@ -272,16 +279,16 @@ class TtlMapState(MapState[K, V]):
         m = rec.get(self._name)
         if not m:
             return []
-        clk = self._clk
-        limit = clk.now() - clk.ttl
-        stamp = clk.stamp() if clk.refresh else 0
+        limit = self._now() - self._ttl
+        refresh = self._refresh
+        stamp = self._stamp() if refresh else 0
         out: list[tuple[K, V]] = []
         for key, (value, ts) in list(m.items()):
             if ts <= limit:
                 del m[key]
-                if not clk.return_expired:
+                if not self._ret:
                     continue
-            elif clk.refresh:
+            elif refresh:
                 m[key] = (value, stamp)
             out.append((key, value))
             if first_only:
@@ -301,8 +308,12 @@ class TtlMapState(MapState[K, V]):
         return default if value is _MISSING else value
 
     def put(self, key: K, value: V) -> None:
-        super().put(key, value)  # checks both types, then the entry gets its time
-        self._record()[self._name][key] = (value, self._clk.stamp())
+        check_key, check_value = self._check_key, self._check_value
+        if (check_key is not None and not check_key(key)) or (
+            value is not None and check_value is not None and not check_value(value)
+        ):
+            MapState.put(self, key, value)  # raises the type error, naming the state and key
+        self._record().setdefault(self._name, {})[key] = (value, self._stamp())
 
     def contains(self, key: K) -> bool:
         return self._entry(key) is not _MISSING
@@ -335,21 +346,20 @@ class TtlMapState(MapState[K, V]):
         m = self._record().get(self._name)
         if not m:
             return 0
-        clk = self._clk
-        if clk.return_expired:
+        if self._ret:
             return len(m)
-        limit = clk.now() - clk.ttl
+        limit = self._now() - self._ttl
         return sum(1 for _, ts in m.values() if ts > limit)
 
 
 class TtlReducingState(_SingleValue, ReducingState[T]):
     """``ReducingState`` with a TTL on its value."""
 
-    __slots__ = ("_clk",)
+    __slots__ = _TTL_SLOTS
 
     def __init__(self, scope: KeyScope, desc: ReducingStateDescriptor[T]) -> None:
         super().__init__(scope, desc)
-        self._clk = _clock(scope, desc)
+        self._init_ttl(desc)
 
     def get(self) -> T:
         value = self._read(self._record())
@@ -368,17 +378,17 @@ class TtlReducingState(_SingleValue, ReducingState[T]):
             reduced = self._reduce(current, value)
             if reduced is None or (check is not None and not check(reduced)):
                 raise self._type_error("the reduce function's result", reduced, desc.type)
-        rec[self._name] = (reduced, self._clk.stamp())
+        rec[self._name] = (reduced, self._stamp())
 
 
 class TtlAggregatingState(_SingleValue, AggregatingState[IN, OUT]):
     """``AggregatingState`` with a TTL on its accumulator."""
 
-    __slots__ = ("_clk",)
+    __slots__ = _TTL_SLOTS
 
     def __init__(self, scope: KeyScope, desc: AggregatingStateDescriptor[IN, Any, OUT]) -> None:
         super().__init__(scope, desc)
-        self._clk = _clock(scope, desc)
+        self._init_ttl(desc)
 
     def get(self) -> OUT:
         acc = self._read(self._record())
@@ -395,7 +405,7 @@ class TtlAggregatingState(_SingleValue, AggregatingState[IN, OUT]):
         check = self._check
         if acc is None or (check is not None and not check(acc)):
             raise self._type_error("the accumulator returned by add()", acc, self._desc.accumulator_type)
-        rec[self._name] = (acc, self._clk.stamp())
+        rec[self._name] = (acc, self._stamp())
 
 
 _TTL_HANDLES: dict[type[StateDescriptor], type[_Handle]] = {
