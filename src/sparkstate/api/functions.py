@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+# registers the handles of state with a TTL, which handle_for gives such descriptors
+from sparkstate.api import state_ttl  # noqa: F401
 from sparkstate.api.broadcast import read_only_broadcast_state
 from sparkstate.api.state import (
     HELD_FIELD,

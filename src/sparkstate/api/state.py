@@ -634,10 +634,23 @@ _HANDLES: dict[type[StateDescriptor], type[_Handle]] = {
 }
 
 
+#: the handles of state with a TTL, by descriptor class: filled by ``api/state_ttl.py`` when
+#: it is imported (``api/functions.py`` imports it), so this module does not import it back
+_TTL_HANDLES: dict[type[StateDescriptor], type[_Handle]] = {}
+
+
+def register_ttl_handles(handles: dict[type[StateDescriptor], type[_Handle]]) -> None:
+    """Called by ``api/state_ttl.py``: the handle class per descriptor class for TTL'd state."""
+    _TTL_HANDLES.update(handles)
+
+
 def handle_for(scope: KeyScope, desc: StateDescriptor) -> _Handle:
-    """Create the handle class that matches ``desc``."""
+    """Create the handle class that matches ``desc`` (a TTL handle when it has a TTL)."""
     try:
         cls = _HANDLES[type(desc)]
     except KeyError:
         raise StateDescriptorError(f"not a state descriptor: {desc!r}") from None
+    if desc.ttl_config is not None:
+        assert _TTL_HANDLES, "sparkstate.api.state_ttl registers the TTL handles when imported"
+        cls = _TTL_HANDLES[type(desc)]
     return cls(scope, desc)

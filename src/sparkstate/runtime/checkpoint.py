@@ -12,7 +12,7 @@ from typing import Any
 
 from sparkstate.errors import CheckpointMismatchError
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
-from sparkstate.savepoint.migration import type_info, value_type
+from sparkstate.savepoint.migration import ttl_descriptions, type_info, value_type
 
 FORMAT_VERSION = 1
 
@@ -53,6 +53,8 @@ def job_metadata(job: Any, spec: Any, descriptors: list, settings: dict, path: s
         "state": {d.name: d.describe() for d in descriptors},
         # what a savepoint needs to migrate values when a type changes (savepoint/migration.py)
         "state_types": {d.name: type_info(value_type(d)) for d in descriptors},
+        # states with a TTL store (value, last access): the kind of values must not change under a restart
+        "state_ttl": ttl_descriptions(descriptors),
         "settings": settings,
         "window": window_identity(job),
     }
@@ -133,6 +135,14 @@ def check_or_write(checkpoint: CheckpointDir, meta: dict) -> list[str]:
         now = meta["state"].get(name)
         if now is not None and now != was:
             problems.append(f"state {name!r} changed from {was} to {now}")
+        elif now is not None and (name in old.get("state_ttl", {})) != (name in meta.get("state_ttl", {})):
+            # a TTL'd state stores (value, last access): the stored values would be misread
+            gained = name in meta.get("state_ttl", {})
+            problems.append(
+                f"state {name!r} {'gained a time-to-live' if gained else 'lost its time-to-live'} (its stored values "
+                f"{'have no' if gained else 'carry their'} access times; a savepoint restore converts them: "
+                "`sparkstate savepoint`, then run with --from-savepoint)"
+            )
     if problems:
         raise CheckpointMismatchError(
             f"checkpoint {root} cannot be used for this job: " + "; ".join(problems)

@@ -227,6 +227,7 @@ def take_savepoint(
         "bucket_size": job_meta.get("bucket_size"),
         "state": {n: job_meta["state"][n] for n in states},
         "state_types": job_meta.get("state_types", {}),
+        "state_ttl": job_meta.get("state_ttl", {}),
         "window": job_meta.get("window"),
         "source": job_meta.get("source"),
         "source_offset": offsets[0] if offsets else None,

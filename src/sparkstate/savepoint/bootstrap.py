@@ -27,7 +27,7 @@ import copy
 import datetime as dt
 import os
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,7 +43,7 @@ from sparkstate.engine.operator import KeyedOperator
 from sparkstate.errors import SavepointError
 from sparkstate.savepoint.files import Directory, LocalDirectory, SavepointWriter
 from sparkstate.savepoint.format import MISSING
-from sparkstate.savepoint.migration import type_info, value_type
+from sparkstate.savepoint.migration import ttl_descriptions, type_info, value_type
 from sparkstate.savepoint.reader import DOMAIN_NAMES, kind_of
 
 #: what a timers frame's ``domain`` may say, and the domain's number
@@ -131,36 +131,53 @@ def _columns(frame: pd.DataFrame, needed: list[str], what: str) -> None:
         raise SavepointError(f"{what}: the frame has no column(s) {missing}; it needs {needed} (has {list(frame.columns)})")
 
 
+def _timed(desc: StateDescriptor, frame: pd.DataFrame) -> bool:
+    """Whether the frame gives a TTL'd state's values their times (``last_access``, as the
+    reader gives them): then they are stored ``(value, last_access)``, as the state keeps them."""
+    return desc.ttl_config is not None and "last_access" in frame.columns
+
+
 def _state_values(desc: StateDescriptor, frame: pd.DataFrame, keys: list[Any], where: str) -> dict[Any, Any]:
     """``{key: value}`` of one state from its frame (rows aligned with ``keys``)."""
     kind = kind_of(desc.describe())
     out: dict[Any, Any] = {}
+    times = frame["last_access"].tolist() if _timed(desc, frame) else None
+
+    def stored(convert: Any, value: Any, row: int) -> Any:
+        value = convert(value)
+        if times is None:
+            return value
+        try:
+            return (value, int(times[row]))
+        except (TypeError, ValueError):
+            raise SavepointError(f"{where}: last_access {times[row]!r} is not a time in epoch ms") from None
+
     if kind == "ListState":
         convert = _checker(value_type(desc), f"{where}: an element")
         order = frame["index"].tolist() if "index" in frame.columns else range(len(frame))
         elements: dict[Any, list[tuple[Any, int, Any]]] = defaultdict(list)
         for row, (key, pos, value) in enumerate(zip(keys, order, _values(frame, "value"))):
             if value is not MISSING:
-                elements[key].append((pos, row, convert(value)))
+                elements[key].append((pos, row, stored(convert, value, row)))
         return {k: [v for _, _, v in sorted(items, key=lambda e: (e[0], e[1]))] for k, items in elements.items()}
     if kind == "MapState":
         assert isinstance(desc, MapStateDescriptor)
         convert_key = _checker(desc.key_type, f"{where}: a map key")
         convert = _checker(desc.value_type, f"{where}: a map value")
-        for key, map_key, value in zip(keys, frame["map_key"].tolist(), _values(frame, "value")):
+        for row, (key, map_key, value) in enumerate(zip(keys, frame["map_key"].tolist(), _values(frame, "value"))):
             entries = out.setdefault(key, {})
             map_key = convert_key(map_key)
             if map_key in entries:
                 raise SavepointError(f"{where}: key {key!r} has map key {map_key!r} twice")
-            entries[map_key] = None if value is MISSING else convert(value)
+            entries[map_key] = stored(lambda v: None if v is MISSING else convert(v), value, row)
         return out
     convert = _checker(value_type(desc), f"{where}: a value")
-    for key, value in zip(keys, _values(frame, "value")):
+    for row, (key, value) in enumerate(zip(keys, _values(frame, "value"))):
         if value is MISSING:
             continue
         if key in out:
             raise SavepointError(f"{where}: key {key!r} has two rows; {desc.describe()} holds one value per key")
-        out[key] = convert(value)
+        out[key] = stored(convert, value, row)
     return out
 
 
@@ -168,9 +185,11 @@ def bootstrap_records(
     job: JobDescription,
     state: Mapping[str, Any],
     timers: Any = None,
-) -> tuple[dict[int, list[tuple[Any, Record]]], list[StateDescriptor]]:
+) -> tuple[dict[int, list[tuple[Any, Record]]], list[StateDescriptor], list[str]]:
     """The records a savepoint of ``job`` holding ``state`` (and ``timers``) has, by key
-    group, and the job's state descriptors."""
+    group, the job's state descriptors, and the TTL'd states whose values carry their times
+    (their frames have ``last_access``; the others' values are restored with the savepoint's
+    creation time, see ``compat.restore_stamp``)."""
     if job.window_assigner is not None:
         raise SavepointError(
             f"job {job.name!r} is a window job: its state is its windows' contents, which a bootstrap cannot write; "
@@ -190,9 +209,12 @@ def bootstrap_records(
     key_columns = list(job.key_columns)
     records: dict[Any, Record] = {}
     group_of: dict[Any, int] = {}
+    timed: list[str] = []
     for name, given in state.items():
         frame = _pandas(given, f"state {name!r}")
         desc = declared[name]
+        if _timed(desc, frame):
+            timed.append(name)
         kind = kind_of(desc.describe())
         value_columns = {"MapState": ["map_key", "value"]}.get(kind, ["value"])
         where = f"state {name!r} ({desc.describe()})"
@@ -206,7 +228,7 @@ def bootstrap_records(
     out: dict[int, list[tuple[Any, Record]]] = defaultdict(list)
     for key, rec in records.items():
         out[group_of[key]].append((key, rec))
-    return dict(out), descriptors
+    return dict(out), descriptors, timed
 
 
 def _add_timers(job: JobDescription, fn: Any, frame: pd.DataFrame, records: dict[Any, Record], group_of: dict[Any, int]) -> None:
@@ -225,8 +247,9 @@ def _add_timers(job: JobDescription, fn: Any, frame: pd.DataFrame, records: dict
         records.setdefault(key, {}).setdefault(TIMERS_FIELD, set()).add((d, int(ts)))
 
 
-def bootstrap_metadata(job: JobDescription, descriptors: list[StateDescriptor]) -> dict[str, Any]:
-    """What ``_savepoint.json`` says of a bootstrapped savepoint (files and totals aside)."""
+def bootstrap_metadata(job: JobDescription, descriptors: list[StateDescriptor], timed: Sequence[str] = ()) -> dict[str, Any]:
+    """What ``_savepoint.json`` says of a bootstrapped savepoint (files and totals aside);
+    ``timed``: the TTL'd states written with their values' times."""
     from sparkstate.savepoint.files import _version
 
     now = dt.datetime.now(dt.UTC)
@@ -241,6 +264,7 @@ def bootstrap_metadata(job: JobDescription, descriptors: list[StateDescriptor]) 
         "bucket_size": job.settings.bucket_size,
         "state": {d.name: d.describe() for d in sorted(descriptors, key=lambda d: d.name)},
         "state_types": {d.name: type_info(value_type(d)) for d in descriptors},
+        "state_ttl": {n: t for n, t in ttl_descriptions(descriptors).items() if n in timed},
         "source": job.source_spec.identity() if job.source_spec is not None else None,
         "source_offset": None,
         "source_files": None,
@@ -271,9 +295,9 @@ def write_savepoint(
         write_savepoint(job, {"balance": pd.DataFrame({"account": ["a", "b"], "value": [10.0, 5.0]})}, "sp")
         job.run(from_savepoint="sp")
     """
-    groups, descriptors = bootstrap_records(job, state, timers)
+    groups, descriptors, timed = bootstrap_records(job, state, timers)
     target = LocalDirectory(path) if isinstance(path, (str, os.PathLike)) else path
-    writer = SavepointWriter(target, bootstrap_metadata(job, descriptors), sorted(d.name for d in descriptors))
+    writer = SavepointWriter(target, bootstrap_metadata(job, descriptors, timed), sorted(d.name for d in descriptors))
     try:
         for kg in sorted(groups):
             writer.add_group(kg, groups[kg])

@@ -11,7 +11,13 @@ rules for restoring after an upgrade (docs/savepoint-evolution.md).
   state that looks renamed (one left behind, one new of the same kind) is named as such;
 * a state whose kind changed is refused;
 * a value type that changed compatibly is migrated (``migration.py``), an incompatible change
-  is refused naming the state, the field and both types.
+  is refused naming the state, the field and both types;
+* a state with a time-to-live stores ``(value, last access)`` per value (element, entry). A
+  state that gained a TTL since the savepoint has its values wrapped, each with the time the
+  savepoint was taken as its last access (:func:`restore_stamp`); one that lost its TTL has
+  the times dropped (expired values too: without a TTL nothing expires). A changed TTL
+  (duration, options) keeps the saved times. Newer Flink converts the same way
+  (``TtlAwareSerializer``); older Flink refused the change.
 
 Everything is decided on the driver before Spark runs a batch; the :class:`RestorePlan` it
 returns travels to the executors (pickled with the operator), where it turns each key
@@ -20,6 +26,7 @@ group's file into records.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -94,15 +101,93 @@ def check_restore(
     for name in added:
         notes.append(f"state {name!r} ({declared[name].describe()}) is new: it starts empty")
     types = savepoint.get("state_types") or {}
+    saved_ttl = savepoint.get("state_ttl") or {}
     converters: dict[str, Any] = {}
     for name in sorted(set(saved) & set(declared)):
-        convert = converter_for(name, saved[name], types.get(name), declared[name], where)
+        desc = declared[name]
+        convert = converter_for(name, saved[name], types.get(name), desc, where)
+        if convert is not None and (saved[name] != desc.describe() or _changed(types.get(name), desc)):
+            notes.append(f"state {name!r}: values migrate from {saved[name]} to {desc.describe()}")
+        had_ttl, has_ttl = name in saved_ttl, desc.ttl_config is not None
+        if had_ttl or has_ttl:
+            stamp = restore_stamp(savepoint, desc) if has_ttl and not had_ttl else 0
+            if had_ttl != has_ttl:
+                notes.append(_ttl_note(name, saved_ttl.get(name), desc, stamp))
+            if convert is not None or had_ttl != has_ttl:
+                convert = TtlRestore(kind_of(saved[name]), convert, had_ttl, has_ttl, stamp)
         if convert is not None:
             converters[name] = convert
-            if saved[name] != declared[name].describe() or _changed(types.get(name), declared[name]):
-                notes.append(f"state {name!r}: values migrate from {saved[name]} to {declared[name].describe()}")
     keep = tuple(sorted(set(saved) & set(declared)))
     return RestorePlan(keep, converters), notes
+
+
+@dataclass(frozen=True)
+class TtlRestore:
+    """A saved value of a state with or without a TTL as the job's state stores it: the saved
+    access times are taken off (``had_ttl``), the values go through ``values`` (a
+    ``StateConverter``, when their type changed), and times are put back (``ttl``): the saved
+    ones, or ``stamp`` for values saved without."""
+
+    kind: str
+    values: Any
+    had_ttl: bool
+    ttl: bool
+    stamp: int
+
+    def __call__(self, stored: Any) -> Any:
+        if stored is None:
+            return None
+        if self.kind == "ListState":
+            pairs = list(stored) if self.had_ttl else [(e, None) for e in stored]
+            elements = [e for e, _ in pairs]
+            if self.values is not None:
+                elements = self.values(elements)
+            return [(e, self._time(t)) for e, (_, t) in zip(elements, pairs)] if self.ttl else elements
+        if self.kind == "MapState":
+            times = [v[1] for v in stored.values()] if self.had_ttl else [None] * len(stored)
+            entries = {k: v[0] for k, v in stored.items()} if self.had_ttl else dict(stored)
+            if self.values is not None:
+                entries = self.values(entries)
+            return {k: (v, self._time(t)) for (k, v), t in zip(entries.items(), times)} if self.ttl else entries
+        value, t = stored if self.had_ttl else (stored, None)
+        if self.values is not None:
+            value = self.values(value)
+        return (value, self._time(t)) if self.ttl else value
+
+    def _time(self, saved: int | None) -> int:
+        return self.stamp if saved is None else saved
+
+
+def restore_stamp(savepoint: dict[str, Any], desc: StateDescriptor) -> int:
+    """The last-access time a value saved without a TTL gets when restored into a state with
+    one: the savepoint's processing time (the batch's), or for an event-time TTL its watermark;
+    a savepoint without them (a bootstrapped one) gives the time it was created."""
+    cfg = desc.ttl_config
+    assert cfg is not None
+    watermark = savepoint.get("watermark_ms")
+    if cfg.event_time and isinstance(watermark, int) and watermark > 0:
+        return watermark
+    processing = savepoint.get("processing_time_ms")
+    if isinstance(processing, int) and processing > 0:
+        return processing
+    created = savepoint.get("created")
+    try:
+        return int(dt.datetime.fromisoformat(str(created)).timestamp() * 1000)
+    except ValueError:
+        raise StateMigrationError(
+            f"state {desc.name!r} gained a time-to-live and the savepoint records no time to give its restored values "
+            f"(no processing time, watermark or creation time, created={created!r}): restore it into the job "
+            "without the TTL, take a new savepoint from that run, and restore that one"
+        ) from None
+
+
+def _ttl_note(name: str, saved: str | None, desc: StateDescriptor, stamp: int) -> str:
+    if desc.ttl_config is None:
+        return (f"state {name!r} no longer has a time-to-live ({saved}): its restored values drop their access times "
+                "and no longer expire")
+    when = dt.datetime.fromtimestamp(stamp / 1000, dt.UTC).isoformat(timespec="milliseconds")
+    return (f"state {name!r} now has a time-to-live ({desc.ttl_config.describe()}): its restored values count as "
+            f"last accessed at {stamp} ({when}, the savepoint's time) and expire one TTL after it")
 
 
 def _check_identity(savepoint: dict[str, Any], job_meta: dict[str, Any], where: str) -> None:

@@ -51,6 +51,13 @@ def value_type(descriptor: StateDescriptor) -> Any:
 # --------------------------------------------------------------------------- descriptions
 
 
+def ttl_descriptions(descriptors: Any) -> dict[str, str]:
+    """``{state name: its TTL}`` of the states with a time-to-live, as a checkpoint and a
+    savepoint record them: such a state stores ``(value, last access)`` (``api/state_ttl.py``),
+    so a restore must know whether the saved values carry times."""
+    return {d.name: d.ttl_config.describe() for d in descriptors if d.ttl_config is not None}
+
+
 def type_info(tp: Any, _depth: int = 0, _seen: tuple[Any, ...] = ()) -> dict[str, Any]:
     """A JSON description of a value type (see the module's docs)."""
     info: dict[str, Any] = {"name": type_name(tp), "module": getattr(tp, "__module__", None)}

@@ -7,6 +7,8 @@ is split into one column each):
 * ValueState, ReducingState, AggregatingState: one row per key, ``value``;
 * ListState: one row per element, ``index`` (its position) and ``value``;
 * MapState: one row per entry, ``map_key`` and ``value``;
+* a state with a time-to-live has ``last_access`` (epoch ms) after ``value``: each value's
+  (element's, entry's) time of last access, which ``write_savepoint`` takes back;
 * a window job's ``windows`` state: one row per key and window, ``window_start``,
   ``window_end`` (epoch ms) and ``accumulator`` (the window's contents: the accumulator, the
   reduced element, or the list of elements of a process window function).
@@ -216,17 +218,19 @@ class StateReader:
         if self.is_window_job and name == WINDOWS_STATE:
             return self._window_frame(limit)
         extra = {"ListState": ["index", "value"], "MapState": ["map_key", "value"]}.get(kind, ["value"])
-        columns = self.key_columns + extra
+        # a TTL'd state stores (value, last access) per value: the time gets a column of its own
+        ttl = name in (self.meta.get("state_ttl") or {})
+        columns = self.key_columns + extra + (["last_access"] if ttl else [])
         rows: list[list[Any]] = []
         for kg in self._groups.key_groups:
             for key, value in self._groups.values(kg, name):
                 head = self._key_values(key)
                 if kind == "ListState":
-                    rows.extend([*head, i, v] for i, v in enumerate(value))
+                    rows.extend([*head, i, *(v if ttl else (v,))] for i, v in enumerate(value))
                 elif kind == "MapState":
-                    rows.extend([*head, k, v] for k, v in value.items())
+                    rows.extend([*head, k, *(v if ttl else (v,))] for k, v in value.items())
                 else:
-                    rows.append([*head, value])
+                    rows.append([*head, *(value if ttl else (value,))])
                 if limit is not None and len(rows) >= limit:
                     return _frame(rows[:limit], columns)
         return _frame(rows, columns)

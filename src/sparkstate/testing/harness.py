@@ -34,7 +34,7 @@ from sparkstate.engine.windows import WINDOWS_STATE, WindowOperator
 from sparkstate.errors import JobDefinitionError
 from sparkstate.savepoint.compat import check_restore
 from sparkstate.savepoint.files import LocalDirectory, SavepointWriter, open_savepoint
-from sparkstate.savepoint.migration import type_info, value_type
+from sparkstate.savepoint.migration import ttl_descriptions, type_info, value_type
 
 
 def _columnar(events: list[Event]) -> Events:
@@ -315,6 +315,7 @@ class KeyedHarness:
             "key_groups": groups,
             "state": {d.name: d.describe() for d in self.descriptors},
             "state_types": {d.name: type_info(value_type(d)) for d in self.descriptors},
+            "state_ttl": ttl_descriptions(self.descriptors),
             "source": self.source,
             "source_offset": None if source_offset is None else {"offset": source_offset},
             "source_files": None,

@@ -46,6 +46,7 @@ def test_first_run_writes_then_same_job_passes(tmp_path):
         ({"plan": "native"}, "the execution path .* changed from 'python' to 'native'"),
         ({"state_backend": "hashmap"}, "the state backend changed from 'rocksdb' to 'hashmap'"),
         ({"state": {"total": "ListState[float]"}}, "state 'total' changed from ValueState\\[float\\] to ListState\\[float\\]"),
+        ({"state_ttl": {"total": "ttl 1 day"}}, "state 'total' gained a time-to-live .*a savepoint restore converts"),
     ],
 )
 def test_incompatible_restart_is_refused(tmp_path, change, message):
@@ -103,3 +104,13 @@ def test_last_committed_offset(tmp_path):
         (tmp_path / "offsets" / str(b)).write_text(f'v1\n{{}}\n{{"offset": {10 * (b + 1)}}}\n')
     (tmp_path / "commits" / "0").write_text("v1\n{}\n")
     assert CheckpointDir.open(tmp_path).last_committed_offset() == (0, {"offset": 10})
+
+
+def test_a_state_that_lost_its_ttl_is_refused_and_a_changed_ttl_is_not(tmp_path):
+    """A TTL'd state stores (value, last access): switching the TTL on or off under a restart
+    would misread it; another duration keeps the layout."""
+    check_or_write(tmp_path, meta(state_ttl={"total": "ttl 1 day"}))
+    committed(tmp_path)
+    assert check_or_write(tmp_path, meta(state_ttl={"total": "ttl 2 days"})) == []
+    with pytest.raises(CheckpointMismatchError, match="state 'total' lost its time-to-live"):
+        check_or_write(tmp_path, meta())
