@@ -152,9 +152,17 @@ class StateTtlConfig:
         return self.background_interval_ms or self.ttl_ms
 
     def describe(self) -> str:
-        """A short text such as ``ttl 1d, processing time, OnCreateAndWrite``."""
+        """A short text such as ``ttl 1d, processing time, OnCreateAndWrite, NeverReturnExpired``."""
         clock = "event time" if self.event_time else "processing time"
-        return f"ttl {timedelta(milliseconds=self.ttl_ms)}, {clock}, {self.update_type.name}, {self.state_visibility.name}"
+        return f"ttl {_span(self.ttl_ms)}, {clock}, {self.update_type.name}, {self.state_visibility.name}"
+
+
+def _span(ms: int) -> str:
+    """A duration in its largest whole unit: ``90d``, ``24h``, ``10m``, ``30s``, ``1500ms``."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
 
 
 def _ttl_ms(ttl: Any, what: str = "StateTtlConfig: the TTL") -> int:
