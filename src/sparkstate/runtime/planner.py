@@ -113,6 +113,8 @@ def explain(job: Any) -> str:
             f"watermark = max - {job.watermark.max_out_of_orderness_ms} ms - 1 ms"
         )
     lines.append(f"  key by:     {', '.join(job.key_columns)}")
+    if job.connected is not None:
+        lines.append(f"  2nd input:  {job.connected.describe()}: {_describe(job.connected.source)}")
     if job.window_assigner is not None:
         lines.append(f"  window:     {job.window_assigner.describe()}" + (
             f", allowed lateness {job.lateness_ms} ms" if job.lateness_ms else ""))
@@ -125,7 +127,8 @@ def explain(job: Any) -> str:
             what += f", then {type(job.window_process).__name__}"
         lines.append(f"  function:   {job.window_kind}: {what}")
     else:
-        lines.append(f"  function:   {type(job.function).__name__} (keyed process function)")
+        what = "interval join function" if job.connected is not None and job.connected.join_bounds else "keyed process function"
+        lines.append(f"  function:   {type(job.function).__name__} ({what})")
     lines.append(f"  output:     {job.output.ddl if job.output else '?'}")
     sink = job.sink_spec
     lines.append(f"  sink:       {_describe(sink)}")
