@@ -17,6 +17,7 @@ Spark data source finds a generator by name, so they run on Spark like the other
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -116,6 +117,21 @@ class Purchases(ClickEvents):
     def _columns(self, v: dict[str, np.ndarray], event_ms: np.ndarray) -> list[pa.Array]:
         user, item, category, _event_type = super()._columns(v, event_ms)
         return [user, item, category, pa.array(v["amount"], pa.float64())]
+
+
+def in_step_with(first: Generator, share: float) -> dict[str, Any]:
+    """Settings of a second stream with ``share`` events for each of ``first``'s, read in step
+    with it: its rate and batch size scaled by ``share``, the same partitions and end marker.
+    With the same event-time span, a micro-batch then reads about the same stretch of event
+    time from both, so neither input's watermark runs far ahead of the other's."""
+    return {
+        "rate": first.rate * share if first.rate else None,
+        "max_batch": max(1, round(first.max_batch * share)),
+        "partitions": first.partitions,
+        "end_of_input": first.end_of_input,
+        "start_ms": first.start_ms,
+        "max_out_of_orderness_ms": first.max_out_of_orderness_ms,
+    }
 
 
 GENERATORS.update({g.__name__: g for g in (MerchantProfiles, Purchases)})

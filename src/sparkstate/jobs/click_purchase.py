@@ -16,7 +16,7 @@ from datetime import timedelta
 
 from sparkstate.api.connected import ProcessJoinFunction
 from sparkstate.api.time import WatermarkStrategy
-from sparkstate.connectors.enrichment import Purchases
+from sparkstate.connectors.enrichment import Purchases, in_step_with
 from sparkstate.connectors.generator import ClickEvents
 from sparkstate.connectors.sinks import NoopSink
 from sparkstate.job import Job
@@ -50,12 +50,9 @@ def purchases_for(clicks: ClickEvents) -> Purchases:
     share = 1 / CLICKS_PER_PURCHASE
     return Purchases(
         events=None if clicks.events is None else clicks.events // CLICKS_PER_PURCHASE,
-        seed=clicks.seed + 1, start_ms=clicks.start_ms, events_per_second=clicks.events_per_second * share,
-        max_out_of_orderness_ms=clicks.max_out_of_orderness_ms, users=clicks.users, active_users=clicks.active_users,
-        shift_minutes=clicks.shift_minutes, items=clicks.items, categories=clicks.categories,
-        item_skew=clicks.item_skew, rate=clicks.rate * share if clicks.rate else None,
-        max_batch=max(1, round(clicks.max_batch * share)), partitions=clicks.partitions,
-        end_of_input=clicks.end_of_input,
+        seed=clicks.seed + 1, events_per_second=clicks.events_per_second * share, users=clicks.users,
+        active_users=clicks.active_users, shift_minutes=clicks.shift_minutes, items=clicks.items,
+        categories=clicks.categories, item_skew=clicks.item_skew, **in_step_with(clicks, share),
     )
 
 

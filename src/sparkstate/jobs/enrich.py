@@ -28,7 +28,7 @@ from sparkstate.api.connected import KeyedCoProcessFunction
 from sparkstate.api.functions import Context, OnTimerContext, RuntimeContext
 from sparkstate.api.state import ListState, ListStateDescriptor, ValueState, ValueStateDescriptor
 from sparkstate.api.time import WatermarkStrategy
-from sparkstate.connectors.enrichment import MerchantProfiles
+from sparkstate.connectors.enrichment import MerchantProfiles, in_step_with
 from sparkstate.connectors.generator import UpiPayments
 from sparkstate.connectors.sinks import NoopSink
 from sparkstate.job import Job
@@ -108,10 +108,8 @@ def profiles_for(payments: UpiPayments, updates: int = PROFILE_UPDATES) -> Merch
         events = count if payments.events else 0
         per_second, share = count / span_s, count / max(payments.events, 1)
     return MerchantProfiles(
-        events=events, merchants=payments.merchants, seed=payments.seed + 1, start_ms=payments.start_ms,
-        events_per_second=per_second, max_out_of_orderness_ms=payments.max_out_of_orderness_ms,
-        rate=payments.rate * share if payments.rate else None, max_batch=max(1, round(payments.max_batch * share)),
-        partitions=payments.partitions, end_of_input=payments.end_of_input,
+        events=events, merchants=payments.merchants, seed=payments.seed + 1, events_per_second=per_second,
+        **in_step_with(payments, share),
     )
 
 
