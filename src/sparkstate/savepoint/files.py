@@ -211,13 +211,22 @@ class Savepoint:
 
     def group_bytes(self, key_group: int) -> bytes:
         """The bytes of a key group's file, checked against the metadata's checksum."""
-        entry = self.meta["files"][str(key_group)]
+        return self._checked(self.meta["files"][str(key_group)])
+
+    def broadcast_bytes(self) -> bytes | None:
+        """The broadcast state's content (None: the savepoint has none), checked against the
+        metadata's checksum."""
+        entry = self.meta.get("broadcast")
+        return self._checked(entry, " (its broadcast state)") if entry else None
+
+    def _checked(self, entry: dict[str, Any], what: str = "") -> bytes:
+        """The bytes of the file a metadata entry (``path``, ``bytes``, ``sha256``) lists."""
         where = f"{self.location}/{entry['path']}"
         try:
             data = self.directory.read(entry["path"])
         except FileNotFoundError:
             raise SavepointError(
-                f"savepoint {self.location} is incomplete: {where} is missing. The savepoint cannot be used; "
+                f"savepoint {self.location} is incomplete: {where}{what} is missing. The savepoint cannot be used; "
                 "take a new one, or restore the file from a copy"
             ) from None
         if len(data) != entry["bytes"]:
@@ -227,30 +236,9 @@ class Savepoint:
         else:
             return data
         raise SavepointError(
-            f"savepoint file {where} is damaged: {problem}. The savepoint cannot be used; take a new one, "
+            f"savepoint file {where}{what} is damaged: {problem}. The savepoint cannot be used; take a new one, "
             "or restore the file from a copy"
         )
-
-    def broadcast_bytes(self) -> bytes | None:
-        """The broadcast state's content (None: the savepoint has none), checked against the
-        metadata's checksum."""
-        entry = self.meta.get("broadcast")
-        if not entry:
-            return None
-        where = f"{self.location}/{entry['path']}"
-        try:
-            data = self.directory.read(entry["path"])
-        except FileNotFoundError:
-            raise SavepointError(
-                f"savepoint {self.location} is incomplete: {where} (its broadcast state) is missing. The savepoint "
-                "cannot be used; take a new one, or restore the file from a copy"
-            ) from None
-        if len(data) != entry["bytes"] or sha256(data) != entry["sha256"]:
-            raise SavepointError(
-                f"savepoint file {where} (its broadcast state) is damaged: its bytes are not the ones {METADATA_FILE} "
-                "records. The savepoint cannot be used; take a new one, or restore the file from a copy"
-            )
-        return data
 
     def table(self, key_group: int) -> pa.Table:
         return read_table(self.group_bytes(key_group))

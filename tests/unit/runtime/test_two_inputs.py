@@ -3,8 +3,8 @@ input, what ``explain`` says, when a bounded run is done, and where broadcast st
 
 from __future__ import annotations
 
-from datetime import timedelta
 from dataclasses import replace
+from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -93,7 +93,8 @@ def test_broadcast_state_needs_a_file_system_checkpoint(tmp_path):
     local = CheckpointDir.open(tmp_path)
     assert broadcast_dir(local) == str(tmp_path / "sparkstate" / "broadcast")
     remote = SimpleNamespace(broadcast_dir=None, root="s3a://bucket/cp")
-    with pytest.raises(JobDefinitionError, match="s3a://bucket/cp: a job with broadcast state needs its checkpoint on a file system path"):
+    needs = "s3a://bucket/cp: a job with broadcast state needs its checkpoint on a file system path"
+    with pytest.raises(JobDefinitionError, match=needs):
         broadcast_dir(remote)
 
 
