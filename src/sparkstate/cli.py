@@ -187,7 +187,7 @@ def run(
         console.print(text(f"source: {source.describe()} ({describe_guarantee(source)})"))
         if job.connected is not None:
             second = job.connected.source
-            console.print(text(f"2nd input: {second.describe()} ({describe_guarantee(second)}), {job.connected.describe()}"))
+            console.print(text(f"connected: {second.describe()} ({describe_guarantee(second)}), {job.connected.describe()}"))
         console.print(text(f"sink: {sink.describe()}; checkpoint: {ckpt}"))
         if from_savepoint:
             console.print(text(f"restoring savepoint {from_savepoint} into a new checkpoint"))

@@ -107,6 +107,12 @@ class KeyedBroadcastProcessFunction(KeyedProcessFunction):
     def on_timer(self, timestamp: int, ctx: OnTimerContext) -> Iterable[Any] | None:
         """Handle a timer of the current key (broadcast state is read-only here too)."""
 
+    @classmethod
+    def defines_on_timer(cls) -> bool:
+        # this class's on_timer only documents the hook: a job pays for timers (processing-time
+        # mode, the end-of-input batches) only when a subclass defines its own
+        return cls.on_timer is not KeyedBroadcastProcessFunction.on_timer and super().defines_on_timer()
+
 
 class KeyedCoProcessFunction(KeyedProcessFunction):
     """Two keyed inputs sharing each key's state and timers (Flink's ``KeyedCoProcessFunction``).

@@ -489,7 +489,8 @@ class JobDescription:
         spec = self.source_spec
         never_null = getattr(spec, "never_null_keys", None)
         null_keys = spec is not None and not (never_null is not None and never_null(self.key_columns))
-        if self.watermark is not None or (spec is not None and spec.rejects_malformed) or null_keys:
+        # a second input brings its own (and a broadcast element the function rejects is one)
+        if self.watermark is not None or (spec is not None and spec.rejects_malformed) or null_keys or self.connected:
             names.append(DEAD_LETTERS.name)
         if self.window_assigner is not None and self.window_assigner.time == TimeDomain.EVENT_TIME:
             names.append(LATE_DATA_NAME)

@@ -217,6 +217,7 @@ def _run_locked(
     # the savepoint the checkpoint was restored from: its database writers' identities carry it
     was_restored = _restored_id(checkpoint)
     restore = None
+    broadcast_content: bytes | None = None
     if from_savepoint is not None and (fresh or not _resumes_restore(checkpoint, from_savepoint)):
         from sparkstate.runtime.restore import prepare_restore
 
@@ -225,6 +226,22 @@ def _run_locked(
                                   allow_non_restored_state=allow_non_restored_state, spark=spark, fresh=fresh)
         meta["restored_from"] = restore.identity()
         result.warnings += [*restore.notes, *restore_notes(source, restore.savepoint.meta)]
+        if job.connected is not None:
+            from sparkstate.runtime.query import connected_start
+            from sparkstate.savepoint.broadcast import declared_broadcast, restored_broadcast
+
+            saved_second = connected_start(restore.savepoint.meta)
+            if saved_second is not None:
+                result.warnings += restore_notes(job.connected.source, saved_second)
+            broadcast_content, notes = restored_broadcast(
+                restore.savepoint, declared_broadcast(job.connected), allow_non_restored_state=allow_non_restored_state)
+            result.warnings += notes
+            if broadcast_content is not None:
+                from sparkstate.engine.broadcast import content_ref
+
+                # recorded, so that a later run of the restored checkpoint starts a key group
+                # that has not run yet from it too
+                meta["restored_from"]["broadcast"] = content_ref(broadcast_content)
         spec = replace(spec, restore=restore.plan, restored_watermark_ms=restore.watermark_ms)
     restored_id = _savepoint_id(restore.identity()) if restore is not None else (None if fresh else was_restored)
     if fresh:
@@ -237,6 +254,13 @@ def _run_locked(
             result.warnings.append(note)
             if on_notice is not None:
                 on_notice(note)
+    if broadcast_content is not None and spec.broadcast_dir is not None:
+        # the savepoint's broadcast state, once in the new checkpoint: every key group starts from it
+        from sparkstate.engine.broadcast import BroadcastStore
+
+        spec = replace(spec, initial_broadcast=BroadcastStore(spec.broadcast_dir).save_content(broadcast_content))
+    elif restore is None and spec.broadcast_dir is not None:
+        spec = replace(spec, initial_broadcast=_restored_broadcast(checkpoint))
     # an unreachable database or a table that does not fit stops the job here, before Spark starts
     job = open_database_sinks(job, checkpoint, native=chosen.path == NATIVE, restored_from=restored_id)
     check_file_sink(job, checkpoint, restoring=restore is not None)
@@ -412,6 +436,18 @@ def _restored_id(checkpoint: CheckpointDir, committed: bool = True) -> str | Non
     except (OSError, ValueError):
         return None
     return _savepoint_id(restored) if isinstance(restored, dict) else None
+
+
+def _restored_broadcast(checkpoint: CheckpointDir) -> str | None:
+    """The broadcast state a restored checkpoint's key groups start from (its reference), if any."""
+    if not checkpoint.has_metadata():
+        return None
+    try:
+        restored = checkpoint.read_metadata().get("restored_from") or {}
+    except (OSError, ValueError):
+        return None
+    ref = restored.get("broadcast") if isinstance(restored, dict) else None
+    return ref if isinstance(ref, str) else None
 
 
 def _savepoint_id(restored: dict) -> str | None:

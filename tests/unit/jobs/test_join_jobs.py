@@ -187,7 +187,7 @@ def test_cli_lists_the_join_jobs_and_takes_their_options(monkeypatch):
     assert "click-purchase-join" in listed.output and "ClickEvents + Purchases" in listed.output
     shown = CliRunner().invoke(main, ["explain", "click-purchase-join", "--events", "100"])
     assert shown.exit_code == 0 and "ClickToPurchase (interval join function)" in shown.output
-    assert "2nd input:  interval join with Purchases by user_id [0 ms, 600000 ms]" in shown.output
+    assert "connected:  interval join with Purchases by user_id [0 ms, 600000 ms]" in shown.output
     bad = CliRunner().invoke(main, ["run", "enrich", "--set", "profile_updates=many"])
     assert bad.exit_code == 1 and "'many' is not a valid int" in bad.output
     assert JOBS["click-purchase-join"].job(events=100, window_minutes=5).connected.join_bounds == (0, 300_000)
@@ -204,5 +204,5 @@ def test_cli_run_shows_the_second_input_and_passes_the_job_options(monkeypatch, 
     result = CliRunner().invoke(main, ["run", "enrich", "--events", "1000", "--set", "max_wait_s=60",
                                        "--checkpoint", str(tmp_path / "c")], terminal_width=400)
     out = " ".join(result.output.split())
-    assert "2nd input: merchant profile generator (100,000 events, 10,000 merchants, seed 8)" in out
+    assert "connected: merchant profile generator (100,000 events, 10,000 merchants, seed 8)" in out
     assert "connected MerchantProfiles by merchant_id" in out and "max wait 60000 ms" in out
