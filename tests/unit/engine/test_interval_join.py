@@ -217,3 +217,16 @@ def test_late_data_side_outputs_are_declared_with_each_input_columns():
     assert job.side_output_schema("right_late_data").ddl == job.side_output_schema("left_late_data").ddl
     routed = job.side_output_left_late_data(MemorySink("l")).side_output_right_late_data(MemorySink("r"))
     assert [n for n, _ in routed.side_sinks] == ["left_late_data", "right_late_data"]
+
+
+def test_buffers_and_cleanup_timers_go_through_a_savepoint(tmp_path):
+    job = join_job(-1000, 2000)
+    h = job.harness()
+    h.process_batch([{"id": 1, "key": "k", "ts": 10_000}], second=[{"id": 2, "key": "k", "ts": 10_500}])
+    h.savepoint(tmp_path / "sp")
+    restored = job.harness(from_savepoint=tmp_path / "sp")
+    assert restored.records == h.records and restored.watermark == h.watermark
+    out = restored.process_batch([], second=[{"id": 3, "key": "k", "ts": 11_000}])
+    assert [(r["left_id"], r["right_id"]) for r in out] == [(1, 3)]
+    restored.finish()
+    assert restored.records == {}
