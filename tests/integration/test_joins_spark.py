@@ -27,7 +27,7 @@ def test_enrich_on_spark_resumes_from_its_checkpoint_and_matches_the_harness(spa
     job = JOBS["enrich"].job(events=3_000, max_batch=1_000, merchants=300, profile_updates=1, max_wait_s=0.2,
                              max_out_of_orderness_ms=500)
     sink = MemorySink()
-    job = job.sink(sink).with_settings(**FAST)
+    job = job.sink(sink).with_settings(key_groups=8, **FAST)
     first = job.run(checkpoint_dir=checkpoint, spark=spark, until=lambda r: r.batches >= 1)
     assert first.events == 1_000
     second = job.run(checkpoint_dir=checkpoint, spark=spark)
@@ -40,7 +40,7 @@ def test_enrich_on_spark_resumes_from_its_checkpoint_and_matches_the_harness(spa
 def test_interval_join_on_spark_matches_the_harness(spark, checkpoint):
     job = JOBS["click-purchase-join"].job(events=3_000, max_batch=1_000, active_users=30, events_per_second=5)
     sink = MemorySink()
-    result = job.sink(sink).with_settings(**FAST).run(checkpoint_dir=checkpoint, spark=spark)
+    result = job.sink(sink).with_settings(key_groups=8, **FAST).run(checkpoint_dir=checkpoint, spark=spark)
     assert result.completed and result.events == 3_000
     expected = harness_in_spark_batches(job)
     assert len(expected) > 100
