@@ -156,15 +156,14 @@ class IntervalJoinOperator(KeyedCoProcessFunction):
         rows: list[Any] = []
         jctx = self._jctx
         jctx._ctx = ctx
-        for other_ts, elements in sorted(theirs.items()):
-            if lo <= other_ts <= hi:
-                for other in elements:
-                    if left:
-                        jctx._left, jctx._right = ts, other_ts
-                        rows.extend(self._call(value, other))
-                    else:
-                        jctx._left, jctx._right = other_ts, ts
-                        rows.extend(self._call(other, value))
+        for other_ts, elements in sorted(item for item in theirs.items() if lo <= item[0] <= hi):
+            for other in elements:
+                if left:
+                    jctx._left, jctx._right = ts, other_ts
+                    rows.extend(self._call(value, other))
+                else:
+                    jctx._left, jctx._right = other_ts, ts
+                    rows.extend(self._call(other, value))
         cleanup = self.left_cleanup(ts) if left else self.right_cleanup(ts)
         ctx.timer_service().register_event_time_timer(cleanup + 1)
         return rows
