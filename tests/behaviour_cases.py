@@ -27,6 +27,8 @@ from sparkstate import (
     ValueStateDescriptor,
     WatermarkStrategy,
 )
+from sparkstate.api.connected import KeyedBroadcastProcessFunction, KeyedCoProcessFunction
+from sparkstate.errors import StateAccessError
 
 EVENT_SCHEMA = "k string, v bigint, ts timestamp"
 
@@ -197,6 +199,87 @@ class TupleKey(KeyedProcessFunction):
         yield {"a": a, "b": b, "n": self.n.value()}
 
 
+# ---------------------------------------------------------------------------- two inputs
+
+RULES = MapStateDescriptor("rules", str, int)
+RULE_SCHEMA = "name string, limit bigint"
+
+
+def rule(name: str, limit: int) -> dict:
+    return {"name": name, "limit": limit}
+
+
+class Rules(KeyedBroadcastProcessFunction):
+    """Broadcast rules ``{name, limit}``: an element over a rule's limit raises an alert naming
+    the rule. A negative limit is rejected (a dead letter; no broadcast write survives it), a
+    limit of 0 removes the rule, and a rule named ``reset`` clears every key's count
+    (``apply_to_keyed_state``). Adding a rule is reported once (not once per key group)."""
+
+    def open(self, ctx):
+        self.count = ctx.get_state(ValueStateDescriptor("count", int, default=0))
+
+    def process_broadcast_element(self, r, ctx):
+        rules = ctx.get_broadcast_state(RULES)
+        if r["name"] == "reset":
+            ctx.apply_to_keyed_state(ValueStateDescriptor("count", int, default=0), lambda key, state: state.clear())
+            return
+        rules.put(r["name"], r["limit"])  # written before the check: a rejection must undo it
+        if r["limit"] < 0:
+            raise ValueError(f"rule {r['name']}: negative limit")
+        if r["limit"] == 0:
+            rules.remove(r["name"])
+            return
+        yield {"k": "*", "what": f"rule {r['name']} > {r['limit']}", "n": len(rules)}
+
+    def process_element(self, e, ctx):
+        self.count.update(self.count.value() + 1)
+        for name, limit in sorted(ctx.get_broadcast_state(RULES).items()):
+            if e["v"] > limit:
+                yield {"k": ctx.get_current_key(), "what": f"{name} v={e['v']}", "n": self.count.value()}
+
+
+class WritesBroadcast(KeyedBroadcastProcessFunction):
+    """process_element tries to write broadcast state: refused (as in Flink), state unchanged."""
+
+    def process_broadcast_element(self, r, ctx):
+        ctx.get_broadcast_state(RULES).put(r["name"], r["limit"])
+
+    def process_element(self, e, ctx):
+        rules = ctx.get_broadcast_state(RULES)
+        try:
+            rules.put("mine", e["v"])
+            what = "written"
+        except StateAccessError as exc:
+            what = "refused: read-only" if "read-only" in str(exc) else f"refused: {exc}"
+        yield {"k": ctx.get_current_key(), "what": f"{what}; rules={','.join(sorted(rules.keys()))}", "n": e["v"]}
+
+
+PROFILE_SCHEMA = "m string, name string, ts timestamp"
+
+
+def profile(m: str, name: str, ts: int = 0) -> dict:
+    return {"m": m, "name": name, "ts": ts}
+
+
+class Enrich(KeyedCoProcessFunction):
+    """Two keyed inputs sharing state and timers: profiles (input 2) enrich payments (input 1);
+    each payment sets an event-time timer 10 ms on, which reports the profile then."""
+
+    def open(self, ctx):
+        self.profile = ctx.get_state(ValueStateDescriptor("profile", str))
+
+    def process_element1(self, e, ctx):
+        ctx.timer_service().register_event_time_timer(ctx.timestamp() + 10)
+        yield {"k": ctx.get_current_key(), "what": f"pay {e['v']} as {self.profile.value()}", "n": e["v"]}
+
+    def process_element2(self, p, ctx):
+        self.profile.update(p["name"])
+        yield {"k": ctx.get_current_key(), "what": f"profile {p['name']}", "n": 0}
+
+    def on_timer(self, timestamp, ctx):
+        yield {"k": ctx.get_current_key(), "what": f"timer {timestamp} as {self.profile.value()}", "n": timestamp}
+
+
 # ---------------------------------------------------------------------------- cases
 
 
@@ -212,6 +295,22 @@ class Case:
     expected: list[dict] | None = None
     #: output columns that identify a key (rows of one key keep their order)
     out_key: tuple[str, ...] = ("k",)
+    #: a second input's micro-batches (as many as ``batches`` or fewer; micro-batch i of the
+    #: job reads batch i of each input), its schema, and either its key (a keyed input) or the
+    #: broadcast states it writes (a broadcast input)
+    second: list[list[dict]] | None = None
+    second_schema: str = ""
+    second_key: tuple[str, ...] = ()
+    broadcast: tuple[Any, ...] = ()
+    #: the second (keyed) input's watermark strategy (out-of-orderness in ms)
+    second_watermark_ms: int | None = None
+
+    def second_batches(self, batches: list[list[dict]] | None = None) -> list[list[dict]]:
+        """The second input's batches, as many as the first's (``batches``, or the case's):
+        cut or padded with empty batches."""
+        first = batches if batches is not None else self.batches
+        second = list(self.second or [])[: len(first)]
+        return second + [[] for _ in range(len(first) - len(second))]
 
     def job(self, sink: Any = None, batches: list[list[dict]] | None = None, end_of_input: bool = True) -> Job:
         time_column = "ts" if self.watermark_ms is not None else None
@@ -221,13 +320,24 @@ class Case:
             if self.watermark_ms is not None
             else None
         )
-        return (
-            Job(f"case-{self.name}")
-            .source(source, watermark=watermark)
-            .key_by(*self.key)
-            .process(self.function, output_schema=self.output)
-            .sink(sink if sink is not None else MemorySink())
-        )
+        job = Job(f"case-{self.name}").source(source, watermark=watermark).key_by(*self.key)
+        if self.second is not None:
+            time2 = "ts" if self.second_watermark_ms is not None else None
+            source2 = ListSource(self.second_batches(batches), self.second_schema, time2, end_of_input)
+            ws2 = (
+                WatermarkStrategy.for_bounded_out_of_orderness(timedelta(milliseconds=self.second_watermark_ms))
+                .with_timestamp_column("ts")
+                if self.second_watermark_ms is not None
+                else None
+            )
+            if self.broadcast:
+                job = job.connect(source2).broadcast(*self.broadcast)
+            else:
+                job = job.connect(source2, key_by=self.second_key, watermark=ws2)
+            # few key groups keep the Spark run short: every batch with broadcast elements
+            # calls every key group
+            job = job.with_settings(key_groups=8)
+        return job.process(self.function, output_schema=self.output).sink(sink if sink is not None else MemorySink())
 
 
 CASES = [
@@ -341,6 +451,82 @@ CASES = [
     ),
 ]
 
+TWO_INPUT_OUTPUT = "k string, what string, n bigint"
+
+TWO_INPUT_CASES = [
+    Case(
+        "broadcast-rules",
+        Rules(),
+        TWO_INPUT_OUTPUT,
+        [
+            [ev("a", 5), ev("b", 50)],  # the rule of the same batch applies (broadcast elements first)
+            [ev("a", 20), ev("b", 7)],
+            [ev("a", 30)],  # "big" is removed; "neg" was rejected, "huge" applies
+            [ev("a", 100), ev("b", 100)],  # counts were reset by the rule "reset"
+        ],
+        second=[
+            [rule("big", 10)],
+            [],
+            [rule("neg", -1), rule("big", 0), rule("huge", 25)],
+            [rule("reset", 0)],
+        ],
+        second_schema=RULE_SCHEMA,
+        broadcast=(RULES,),
+        expected=[
+            {"k": "*", "what": "rule big > 10", "n": 1},
+            {"k": "b", "what": "big v=50", "n": 1},
+            {"k": "a", "what": "big v=20", "n": 2},
+            {"k": "*", "what": "rule huge > 25", "n": 1},
+            {"k": "a", "what": "huge v=30", "n": 3},
+            {"k": "a", "what": "huge v=100", "n": 1},
+            {"k": "b", "what": "huge v=100", "n": 1},
+        ],
+    ),
+    Case(
+        "broadcast-read-only",
+        WritesBroadcast(),
+        TWO_INPUT_OUTPUT,
+        [[ev("a", 1)], [ev("a", 2), ev("b", 3)]],
+        second=[[rule("r1", 1)], [rule("r2", 2)]],
+        second_schema=RULE_SCHEMA,
+        broadcast=(RULES,),
+        expected=[
+            {"k": "a", "what": "refused: read-only; rules=r1", "n": 1},
+            {"k": "a", "what": "refused: read-only; rules=r1,r2", "n": 2},
+            {"k": "b", "what": "refused: read-only; rules=r1,r2", "n": 3},
+        ],
+    ),
+    Case(
+        "co-process-timers",
+        Enrich(),
+        TWO_INPUT_OUTPUT,
+        [
+            [ev("a", 1, 100), ev("b", 2, 105)],
+            [ev("a", 3, 200)],  # the watermark is min(a's inputs): 149, held back by the profiles
+            [ev("b", 4, 300)],
+        ],
+        watermark_ms=0,
+        second=[[profile("a", "alice", 50)], [profile("b", "bob", 150)], []],
+        second_schema=PROFILE_SCHEMA,
+        second_key=("m",),
+        second_watermark_ms=0,
+        expected=[
+            {"k": "a", "what": "profile alice", "n": 0},
+            {"k": "a", "what": "pay 1 as alice", "n": 1},
+            {"k": "b", "what": "pay 2 as None", "n": 2},
+            {"k": "b", "what": "profile bob", "n": 0},
+            {"k": "a", "what": "pay 3 as alice", "n": 3},
+            {"k": "a", "what": "timer 110 as alice", "n": 110},
+            {"k": "b", "what": "timer 115 as bob", "n": 115},
+            {"k": "b", "what": "pay 4 as bob", "n": 4},
+            {"k": "a", "what": "timer 210 as alice", "n": 210},
+            {"k": "b", "what": "timer 310 as bob", "n": 310},
+        ],
+    ),
+]
+
+CASES += TWO_INPUT_CASES
+
 CASES_BY_NAME = {c.name: c for c in CASES}
 
 
@@ -351,12 +537,19 @@ def run_on_harness(case: Case, batches: list[list[dict]] | None = None, finish: 
     ``finish`` mirrors a bounded source's end on Spark: the micro-batch of the end-of-input
     marker (no events), then the final one, under the maximal watermark.
     """
-    h = case.job().harness()
+    h = case.job(batches=batches).harness()
     out: list[dict] = []
     now = 1_000_000
-    for batch in batches if batches is not None else case.batches:
+    first = batches if batches is not None else case.batches
+    second: list[list[dict]] = case.second_batches(first) if case.second is not None else [[] for _ in first]
+    for batch, batch2 in zip(first, second):
         now += 1000
-        out += h.process_batch(batch, processing_time=now)
+        if case.second is None:
+            out += h.process_batch(batch, processing_time=now)
+        elif case.broadcast:
+            out += h.process_batch(batch, processing_time=now, broadcast=batch2)
+        else:
+            out += h.process_batch(batch, processing_time=now, second=batch2)
     if finish:
         out += h.process_batch([], processing_time=now + 1000)  # the end-of-input marker's batch
         out += h.process_batch([], processing_time=now + 2000, watermark=MAX_WATERMARK)

@@ -46,7 +46,8 @@ def list_jobs() -> None:
     table.add_column("source")
     for job in JOBS.values():
         gen = job.generator
-        table.add_row(job.name, job.seed, job.description, f"{gen.__name__} ({gen.guarantee})")
+        second = f" + {job.second.__name__}" if job.second is not None else ""
+        table.add_row(job.name, job.seed, job.description, f"{gen.__name__}{second} ({gen.guarantee})")
     console.print(table)
     console.print("Any job also reads JSON lines from a socket or files: `sparkstate run JOB --source socket://localhost:9000`.")
 
@@ -163,7 +164,7 @@ def run(
         else:
             job = seed_job.job(
                 events=events, rate=rate, merchants=merchants, payers=payers, seed=seed, max_batch=max_batch,
-                **_generator_settings(seed_job.generator, settings),
+                **_generator_settings(seed_job.generator, settings, seed_job.options),
             )
             home = Path(".sparkstate") / job_name
         ckpt = checkpoint_dir or str(home / "checkpoint")
@@ -184,6 +185,9 @@ def run(
         source = job.source_spec
         assert source is not None, "a seed job has a source"
         console.print(text(f"source: {source.describe()} ({describe_guarantee(source)})"))
+        if job.connected is not None:
+            second = job.connected.source
+            console.print(text(f"connected: {second.describe()} ({describe_guarantee(second)}), {job.connected.describe()}"))
         console.print(text(f"sink: {sink.describe()}; checkpoint: {ckpt}"))
         if from_savepoint:
             console.print(text(f"restoring savepoint {from_savepoint} into a new checkpoint"))
@@ -374,13 +378,15 @@ def _restore_hint(job_name: str, location: str) -> str:
             "--state-backend to change either")
 
 
-def _generator_settings(generator: type, pairs: tuple[str, ...]) -> dict:
-    """``NAME=VALUE`` pairs as generator settings, each converted to its field's type."""
+def _generator_settings(generator: type, pairs: tuple[str, ...], options: dict | None = None) -> dict:
+    """``NAME=VALUE`` pairs as generator settings (or the job's own ``options``), each converted
+    to its default's type."""
     import dataclasses
 
     from sparkstate.errors import JobDefinitionError
 
     defaults = {f.name: f.default for f in dataclasses.fields(generator)}
+    defaults.update(options or {})
     out: dict = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")

@@ -30,6 +30,8 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 __all__ = [
+    "LEFT_LATE_DATA_NAME",
+    "RIGHT_LATE_DATA_NAME",
     "BroadcastContext",
     "BroadcastState",
     "KeyedBroadcastProcessFunction",
@@ -105,6 +107,12 @@ class KeyedBroadcastProcessFunction(KeyedProcessFunction):
     def on_timer(self, timestamp: int, ctx: OnTimerContext) -> Iterable[Any] | None:
         """Handle a timer of the current key (broadcast state is read-only here too)."""
 
+    @classmethod
+    def defines_on_timer(cls) -> bool:
+        # this class's on_timer only documents the hook: a job pays for timers (processing-time
+        # mode, the end-of-input batches) only when a subclass defines its own
+        return cls.on_timer is not KeyedBroadcastProcessFunction.on_timer and super().defines_on_timer()
+
 
 class KeyedCoProcessFunction(KeyedProcessFunction):
     """Two keyed inputs sharing each key's state and timers (Flink's ``KeyedCoProcessFunction``).
@@ -124,9 +132,20 @@ class KeyedCoProcessFunction(KeyedProcessFunction):
         raise NotImplementedError(f"{type(self).__name__} must define process_element2(value, ctx)")
 
 
+#: an interval join's elements that arrive behind the watermark, of each input (its own columns)
+LEFT_LATE_DATA_NAME = "left_late_data"
+RIGHT_LATE_DATA_NAME = "right_late_data"
+
+
 class ProcessJoinFunction:
     """What an interval join calls for each pair of elements whose times are within the bounds
-    (Flink's ``ProcessJoinFunction``): ``right.ts`` in ``[left.ts + lower, left.ts + upper]``."""
+    (Flink's ``ProcessJoinFunction``): ``right.ts`` in ``[left.ts + lower, left.ts + upper]``.
+
+    ``process_element(left, right, ctx)`` yields rows; ``ctx.left_timestamp()``,
+    ``ctx.right_timestamp()``, ``ctx.timestamp()`` (the pair's: the larger of the two),
+    ``ctx.get_current_key()`` and ``ctx.output(tag, value)`` (a side output). The rules (bounds,
+    late elements, when state is cleaned) are in ``sparkstate.engine.joins`` and docs/joins.md.
+    """
 
     def open(self, ctx: Any) -> None:
         """Called once per task before any element."""

@@ -16,7 +16,7 @@ from typing import Any, Self
 
 from sparkstate.api.agg import Agg, BuiltinAggregates
 from sparkstate.api.checkpointing import CheckpointConfig
-from sparkstate.api.connected import check_two_inputs
+from sparkstate.api.connected import LEFT_LATE_DATA_NAME, RIGHT_LATE_DATA_NAME, check_two_inputs
 from sparkstate.api.functions import DEAD_LETTERS, LATE_DATA_NAME, KeyedProcessFunction, OutputTag
 from sparkstate.api.io import SinkSpec, SourceSpec, check_source_columns
 from sparkstate.api.schema import Schema
@@ -133,6 +133,8 @@ class ConnectedInput:
     join_bounds: tuple[int, int] | None = None
     #: an interval join waits for ``.between(...)``
     pending_join: bool = False
+    #: whether each bound of an interval join is inclusive (Flink's default; ``lower_bound_exclusive()``)
+    join_inclusive: tuple[bool, bool] = (True, True)
 
     @property
     def is_broadcast(self) -> bool:
@@ -147,7 +149,11 @@ class ConnectedInput:
             return f"broadcast {', '.join(d.name for d in self.broadcast)} from {type(self.source).__name__}"
         if self.join_bounds is not None:
             lo, hi = self.join_bounds
-            return f"interval join with {type(self.source).__name__} by {', '.join(self.key_columns)} [{lo} ms, {hi} ms]"
+            left, right = "[" if self.join_inclusive[0] else "(", "]" if self.join_inclusive[1] else ")"
+            return (
+                f"interval join with {type(self.source).__name__} by {', '.join(self.key_columns)} "
+                f"{left}{lo} ms, {hi} ms{right}"
+            )
         return f"connected {type(self.source).__name__} by {', '.join(self.key_columns)}"
 
 
@@ -303,7 +309,52 @@ class JobDescription:
         lo, hi = to_millis(lower, "between: lower"), to_millis(upper, "between: upper")
         if lo > hi:
             raise JobDefinitionError(f"between: the lower bound ({lo} ms) is above the upper bound ({hi} ms)")
-        return replace(self, connected=replace(c, join_bounds=(lo, hi), pending_join=False))
+        return replace(self, connected=replace(c, join_bounds=(lo, hi), pending_join=False))._check_join_bounds()
+
+    def lower_bound_exclusive(self) -> Self:
+        """Make the interval join's lower bound exclusive: ``ts + lower < other.ts`` (Flink's
+        ``lowerBoundExclusive``)."""
+        c = self._join("lower_bound_exclusive()")
+        return replace(self, connected=replace(c, join_inclusive=(False, c.join_inclusive[1])))._check_join_bounds()
+
+    def upper_bound_exclusive(self) -> Self:
+        """Make the interval join's upper bound exclusive: ``other.ts < ts + upper`` (Flink's
+        ``upperBoundExclusive``)."""
+        c = self._join("upper_bound_exclusive()")
+        return replace(self, connected=replace(c, join_inclusive=(c.join_inclusive[0], False)))._check_join_bounds()
+
+    def side_output_left_late_data(self, sink: Any) -> Self:
+        """Send the first input's elements that arrive behind the watermark (too late to join)
+        to ``sink`` (Flink's ``sideOutputLeftLateData``; by default they are kept under the
+        checkpoint directory's ``side-outputs/left_late_data``)."""
+        self._join("side_output_left_late_data(...)")
+        return self._with_side_sink(LEFT_LATE_DATA_NAME, sink)
+
+    def side_output_right_late_data(self, sink: Any) -> Self:
+        """The same for the second input's late elements (``right_late_data``)."""
+        self._join("side_output_right_late_data(...)")
+        return self._with_side_sink(RIGHT_LATE_DATA_NAME, sink)
+
+    def _join(self, what: str) -> ConnectedInput:
+        c = self.connected
+        if c is None or c.join_bounds is None:
+            raise JobDefinitionError(
+                f"job {self.name!r}: {what} applies to an interval join: "
+                ".interval_join(other, key_by=..., watermark=...).between(lower, upper) first"
+            )
+        return c
+
+    def _check_join_bounds(self) -> Self:
+        c = self._join("between(lower, upper)")
+        assert c.join_bounds is not None
+        (lo, hi), (lo_in, hi_in) = c.join_bounds, c.join_inclusive
+        if lo + (0 if lo_in else 1) > hi - (0 if hi_in else 1):
+            raise JobDefinitionError(
+                f"job {self.name!r}: the interval join's bounds {'[' if lo_in else '('}{lo} ms, {hi} ms{']' if hi_in else ')'} "
+                "hold no time "
+                "(an exclusive bound equal to the other); widen between(lower, upper) or keep the bounds inclusive"
+            )
+        return self
 
     # ------------------------------------------------------------------ windows
 
@@ -352,7 +403,7 @@ class JobDescription:
             raise JobDefinitionError(f"side_output needs an OutputTag, got {tag!r}")
         if tag.schema is None:
             raise JobDefinitionError(f"OutputTag {tag.name!r} needs a schema to be written to a sink")
-        if tag.name in (DEAD_LETTERS.name, LATE_DATA_NAME):
+        if tag.name in (DEAD_LETTERS.name, LATE_DATA_NAME, LEFT_LATE_DATA_NAME, RIGHT_LATE_DATA_NAME):
             raise JobDefinitionError(f"the side output name {tag.name!r} is sparkstate's own; choose another")
         tags = tuple(t for t in self.side_tags if t.name != tag.name) + (tag,)
         return replace(self, side_tags=tags)._with_side_sink(tag.name, sink)
@@ -438,17 +489,23 @@ class JobDescription:
         spec = self.source_spec
         never_null = getattr(spec, "never_null_keys", None)
         null_keys = spec is not None and not (never_null is not None and never_null(self.key_columns))
-        if self.watermark is not None or (spec is not None and spec.rejects_malformed) or null_keys:
+        # a second input brings its own (and a broadcast element the function rejects is one)
+        if self.watermark is not None or (spec is not None and spec.rejects_malformed) or null_keys or self.connected:
             names.append(DEAD_LETTERS.name)
         if self.window_assigner is not None and self.window_assigner.time == TimeDomain.EVENT_TIME:
             names.append(LATE_DATA_NAME)
+        if self.connected is not None and self.connected.join_bounds is not None:
+            names += [LEFT_LATE_DATA_NAME, RIGHT_LATE_DATA_NAME]
         return tuple(names)
 
     def side_output_schema(self, name: str) -> Schema | None:
         if name == DEAD_LETTERS.name:
             return Schema.of(DEAD_LETTERS.schema)
-        if name == LATE_DATA_NAME:
+        if name in (LATE_DATA_NAME, LEFT_LATE_DATA_NAME):
             return self._source_columns()
+        if name == RIGHT_LATE_DATA_NAME and self.connected is not None:
+            ddl = self.connected.source.schema_ddl
+            return Schema.of(ddl) if ddl else None
         for t in self.side_tags:
             if t.name == name:
                 return Schema.of(t.schema)

@@ -1,5 +1,6 @@
 """Sources and sinks."""
 
+from sparkstate.connectors.enrichment import MerchantProfiles, Purchases
 from sparkstate.connectors.generator import ClickEvents, Generator, TaxiRides, UpiPayments
 from sparkstate.connectors.sinks import (
     ConsoleSink,
@@ -22,9 +23,11 @@ __all__ = [
     "Generator",
     "ListSource",
     "MemorySink",
+    "MerchantProfiles",
     "NoopSink",
     "ParquetSink",
     "PostgresSink",
+    "Purchases",
     "SocketSource",
     "SqliteSink",
     "TaxiRides",

@@ -28,18 +28,27 @@ class SeedJob:
     summary_order: str | None = None
     #: the generator the job reads (its settings are the CLI's ``--set NAME=VALUE``)
     generator: type[Generator] = UpiPayments
+    #: the job's own settings with their defaults (not its generator's), passed to ``build`` as
+    #: keyword arguments; ``--set NAME=VALUE`` sets them too (e.g. a join's bounds)
+    options: dict[str, Any] = field(default_factory=dict)
+    #: the generator of a second input the job derives from its own (a join's other side)
+    second: type[Generator] | None = None
 
     def job(self, **generator: Any) -> Job:
-        """The job on its generator with ``self.defaults`` overridden by ``generator``."""
-        settings = {**self.defaults, **{k: v for k, v in generator.items() if v is not None}}
+        """The job on its generator with ``self.defaults`` overridden by ``generator`` (and
+        any of the job's ``options``)."""
+        given = {k: v for k, v in generator.items() if v is not None}
+        options = {**self.options, **{k: given.pop(k) for k in list(given) if k in self.options}}
+        settings = {**self.defaults, **given}
         known = self.generator.settings()
         unknown = sorted(set(settings) - set(known))
         if unknown:
+            own = f"; the job's own: {', '.join(self.options)}" if self.options else ""
             raise JobDefinitionError(
                 f"job {self.name!r} reads {self.generator.__name__}, which has no setting {', '.join(map(repr, unknown))}; "
-                f"its settings: {', '.join(known)}"
+                f"its settings: {', '.join(known)}{own}"
             )
-        return self.build(self.generator(**settings))
+        return self.build(self.generator(**settings), **options)
 
     def on_source(self, source: Any) -> Job:
         """The job reading ``source`` instead of its generator; the events must have the
@@ -68,6 +77,8 @@ _MODULES = [
     "taxi_zone_revenue",
     "sessions",
     "hot_items",
+    "enrich",
+    "click_purchase",
 ]
 
 JOBS: dict[str, SeedJob] = {}

@@ -26,6 +26,7 @@ _MUST_MATCH = {
     "time_mode": "the Spark time mode (timers/watermark use)",
     "state_backend": "the state backend",
     "plan": "the execution path (python or native; see sparkstate explain)",
+    "connected": "the connected (second) input",
 }
 
 _DEFAULTS = {"plan": "python"}
@@ -57,7 +58,25 @@ def job_metadata(job: Any, spec: Any, descriptors: list, settings: dict, path: s
         "state_ttl": ttl_descriptions(descriptors),
         "settings": settings,
         "window": window_identity(job),
+        "connected": connected_identity(job),
     }
+
+
+def connected_identity(job: Any) -> dict | None:
+    """What a two-input job's state depends on in its second input: its kind, its source (whose
+    offsets the checkpoint records beside the first's), its key, its broadcast states."""
+    c = job.connected
+    if c is None:
+        return None
+    kind = "broadcast" if c.is_broadcast else "interval join" if c.join_bounds is not None else "keyed"
+    out: dict[str, Any] = {"kind": kind, "source": source_identity(c.source)}
+    if c.is_broadcast:
+        out["broadcast"] = {d.name: d.describe() for d in c.broadcast}
+    else:
+        out["key_columns"] = list(c.key_columns)
+    if c.join_bounds is not None:
+        out["join_bounds"] = list(c.join_bounds)
+    return out
 
 
 def window_identity(job: Any) -> dict | None:

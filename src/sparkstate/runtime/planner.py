@@ -101,6 +101,14 @@ def plan(job: Any) -> Plan:
     return Plan(NATIVE, ("built-in aggregates over tumbling/sliding event-time windows, no lateness, no side-output sinks",))
 
 
+#: the order of two inputs inside a micro-batch (``sparkstate.api.connected``), for ``explain``
+ORDER_RULE = ("per key group and micro-batch: timers already due, then the connected input's elements, then the "
+              "first input's, each in arrival order, then timers that came due (a replayed batch gives the same output)")
+BROADCAST_ORDER_RULE = (
+    ORDER_RULE + "; every key group applies every broadcast element (its broadcast state is stored once in the "
+    "checkpoint), and only key group 0 emits what process_broadcast_element yields and its dead letters")
+
+
 def explain(job: Any) -> str:
     """A readable plan: what the job reads, how it keys and windows, and which path runs it."""
     p = plan(job)
@@ -113,6 +121,15 @@ def explain(job: Any) -> str:
             f"watermark = max - {job.watermark.max_out_of_orderness_ms} ms - 1 ms"
         )
     lines.append(f"  key by:     {', '.join(job.key_columns)}")
+    c = job.connected
+    if c is not None:
+        lines.append(f"  connected:  {c.describe()}: {_describe(c.source)} ({describe_guarantee(c.source)})")
+        if c.watermark is not None and not c.is_broadcast:
+            lines.append(
+                f"              event time: {c.watermark.describe_timestamps()}, watermark = max - "
+                f"{c.watermark.max_out_of_orderness_ms} ms - 1 ms; the job's is the smaller of the two inputs'"
+            )
+        lines.append(f"  order:      {ORDER_RULE if not c.is_broadcast else BROADCAST_ORDER_RULE}")
     if job.window_assigner is not None:
         lines.append(f"  window:     {job.window_assigner.describe()}" + (
             f", allowed lateness {job.lateness_ms} ms" if job.lateness_ms else ""))
@@ -125,7 +142,8 @@ def explain(job: Any) -> str:
             what += f", then {type(job.window_process).__name__}"
         lines.append(f"  function:   {job.window_kind}: {what}")
     else:
-        lines.append(f"  function:   {type(job.function).__name__} (keyed process function)")
+        what = "interval join function" if job.connected is not None and job.connected.join_bounds else "keyed process function"
+        lines.append(f"  function:   {type(job.function).__name__} ({what})")
     lines.append(f"  output:     {job.output.ddl if job.output else '?'}")
     sink = job.sink_spec
     lines.append(f"  sink:       {_describe(sink)}")

@@ -244,8 +244,15 @@ def take_savepoint(
         "spark_version": spark.version,
         **(extra or {}),
     }
+    connected = job_meta.get("connected")
+    if connected:
+        meta["connected"] = connected_position(checkpoint, connected, offsets, batch)
     writer = SavepointWriter(directory_of(target, spark), meta, states)
     try:
+        if connected and connected.get("kind") == "broadcast":
+            content = broadcast_content(spark, checkpoint, backend, batch)
+            if content is not None:
+                writer.add_broadcast(content, connected.get("broadcast") or {})
         with_meta = rocksdb_meta_groups(spark, checkpoint, batch) if backend == "rocksdb" else None
         files = group_files(spark, checkpoint, backend, batch, states).collect()
         read_s = time.monotonic() - started  # the state read and the files built (on the executors)
@@ -263,6 +270,53 @@ def take_savepoint(
     written["read_seconds"] = read_s
     written["seconds"] = time.monotonic() - started
     return written
+
+
+def connected_position(checkpoint: CheckpointDir, connected: dict, offsets: list[Any], batch: int) -> dict:
+    """Where the second input of a two-input job stood at ``batch``: its source and offset (the
+    query's last source, ``query.py``), and for a file source the files it had read, so that a
+    restore resumes it as it resumes the first input (``spark_sources.resumes``)."""
+    source = connected.get("source")
+    out: dict[str, Any] = {"source": source, "source_offset": offsets[-1] if len(offsets) > 1 else None}
+    if isinstance(source, dict) and source.get("type") == "FileSource" and len(offsets) > 1:
+        out["source_files"] = checkpoint.source_files(len(offsets) - 1, -1, batch)
+    return out
+
+
+def broadcast_refs(spark: Any, checkpoint: CheckpointDir, backend: str, batch: int) -> set[str]:
+    """The broadcast state references the key groups' meta entries hold at ``batch``."""
+    reader = spark.read.format("statestore").option("path", checkpoint.root).option("batchId", batch)
+    if backend == "rocksdb":
+        blobs = [r[0] for r in reader.option("stateVarName", META_STATE).load().select("value.v").collect()]
+    else:
+        frame = reader.load()
+        blobs = [pickle.loads(r[0])[0] for r in frame.select(hashmap_group_column(frame)).collect()]
+    return {ref for ref in (GroupMeta.loads(b).broadcast for b in blobs if b) if ref is not None}
+
+
+def broadcast_content(spark: Any, checkpoint: CheckpointDir, backend: str, batch: int) -> bytes | None:
+    """The broadcast state of a broadcast job at ``batch`` (the content every key group refers
+    to; None: no broadcast element had arrived)."""
+    from sparkstate.engine.broadcast import BroadcastStore
+
+    refs = broadcast_refs(spark, checkpoint, backend, batch)
+    if not refs:
+        return None
+    assert checkpoint.broadcast_dir is not None, "a broadcast job runs on a local checkpoint only"
+    if len(refs) > 1:
+        raise SavepointError(
+            f"checkpoint {checkpoint.root}, batch {batch}: the key groups refer to {len(refs)} different broadcast "
+            "states, where every key group holds the same; the checkpoint's state is damaged"
+        )
+    store = BroadcastStore(checkpoint.broadcast_dir)
+    try:
+        with open(store.path(next(iter(refs))), "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise SavepointError(
+            f"checkpoint {checkpoint.root}, batch {batch}: the broadcast state file {store.path(next(iter(refs)))} "
+            "is missing; restore the checkpoint directory whole from a backup"
+        ) from None
 
 
 def _files_read(checkpoint: CheckpointDir, job_meta: dict, batch: int) -> list[str]:

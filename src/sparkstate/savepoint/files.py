@@ -36,6 +36,8 @@ from sparkstate.savepoint.format import (
 )
 
 SAVEPOINT_KIND = "sparkstate-savepoint"
+#: a broadcast job's broadcast state: one file for all key groups (``meta["broadcast"]``)
+BROADCAST_FILE = "broadcast.pkl"
 INPROGRESS_SUFFIX = ".inprogress"
 #: the file that keeps an empty savepoint's state folder
 EMPTY_MARKER = "_empty"
@@ -160,6 +162,13 @@ class SavepointWriter:
         self._temp.write(path, data)
         self.files.append(GroupFile(key_group, path, sha256(data), len(data), keys))
 
+    def add_broadcast(self, content: bytes, states: dict[str, str]) -> None:
+        """A broadcast job's broadcast state (``engine/broadcast.py``'s content: the pickled
+        ``{name: map}``), written once for every key group; ``states``: name -> description."""
+        self._temp.write(BROADCAST_FILE, content)
+        self.metadata["broadcast"] = {"path": BROADCAST_FILE, "sha256": sha256(content), "bytes": len(content),
+                                      "states": dict(states)}
+
     def publish(self) -> dict[str, Any]:
         meta = dict(self.metadata)
         meta.update({
@@ -202,13 +211,22 @@ class Savepoint:
 
     def group_bytes(self, key_group: int) -> bytes:
         """The bytes of a key group's file, checked against the metadata's checksum."""
-        entry = self.meta["files"][str(key_group)]
+        return self._checked(self.meta["files"][str(key_group)])
+
+    def broadcast_bytes(self) -> bytes | None:
+        """The broadcast state's content (None: the savepoint has none), checked against the
+        metadata's checksum."""
+        entry = self.meta.get("broadcast")
+        return self._checked(entry, " (its broadcast state)") if entry else None
+
+    def _checked(self, entry: dict[str, Any], what: str = "") -> bytes:
+        """The bytes of the file a metadata entry (``path``, ``bytes``, ``sha256``) lists."""
         where = f"{self.location}/{entry['path']}"
         try:
             data = self.directory.read(entry["path"])
         except FileNotFoundError:
             raise SavepointError(
-                f"savepoint {self.location} is incomplete: {where} is missing. The savepoint cannot be used; "
+                f"savepoint {self.location} is incomplete: {where}{what} is missing. The savepoint cannot be used; "
                 "take a new one, or restore the file from a copy"
             ) from None
         if len(data) != entry["bytes"]:
@@ -218,7 +236,7 @@ class Savepoint:
         else:
             return data
         raise SavepointError(
-            f"savepoint file {where} is damaged: {problem}. The savepoint cannot be used; take a new one, "
+            f"savepoint file {where}{what} is damaged: {problem}. The savepoint cannot be used; take a new one, "
             "or restore the file from a copy"
         )
 
@@ -239,6 +257,7 @@ class Savepoint:
         list (a restore reads every ``kg-*.parquet`` file there)."""
         for kg in self.key_groups:
             self.group_bytes(kg)
+        self.broadcast_bytes()
         listed = {Path(e["path"]).name for e in self.meta["files"].values()}
         state = self.directory.sibling(f"{Path(self.location.rstrip('/')).name}/{STATE_DIR}")
         present = state.names() if state.exists() else []

@@ -32,6 +32,7 @@ from sparkstate.engine.operator import Events, KeyedOperator, due_timer_limits, 
 from sparkstate.engine.output import arrow_table, python_rows
 from sparkstate.engine.windows import WINDOWS_STATE, WindowOperator
 from sparkstate.errors import JobDefinitionError
+from sparkstate.savepoint.broadcast import declared_broadcast, restored_broadcast
 from sparkstate.savepoint.compat import check_restore
 from sparkstate.savepoint.files import LocalDirectory, SavepointWriter, open_savepoint
 from sparkstate.savepoint.migration import ttl_descriptions, type_info, value_type
@@ -300,12 +301,15 @@ class KeyedHarness:
 
     # ------------------------------------------------------------------ savepoints
 
-    def savepoint(self, path: str | os.PathLike[str], *, source_offset: int | None = None) -> dict[str, Any]:
+    def savepoint(
+        self, path: str | os.PathLike[str], *, source_offset: int | None = None, connected_offset: int | None = None,
+    ) -> dict[str, Any]:
         """Write the harness's state, timers, watermark and processing time as a savepoint at
         ``path`` (a new directory), laid out in key groups as a Spark run lays them out; a
         Spark run restores it like one of its own. ``source_offset``: where a restored Spark
         run's generator or list source resumes (a list source: the batches already
-        processed). Returns the savepoint's metadata."""
+        processed); ``connected_offset``: the same for a second input. A broadcast job's
+        broadcast state is written once. Returns the savepoint's metadata."""
         groups = self._key_groups()
         meta: dict[str, Any] = {
             "id": os.path.basename(os.path.abspath(path)),
@@ -330,8 +334,14 @@ class KeyedHarness:
         for key, rec in self.records.items():
             for kg, part in self._split(key, rec, groups):
                 by_group.setdefault(kg, []).append((key, part))
+        c = self.connected
+        if c is not None:
+            meta["connected"] = {"source": c.source.identity(),
+                                 "source_offset": None if connected_offset is None else {"offset": connected_offset}}
         writer = SavepointWriter(LocalDirectory(path), meta, sorted(d.name for d in self.descriptors))
         try:
+            if self.broadcast_states:
+                writer.add_broadcast(dumps_state(self.broadcast_states), declared_broadcast(c))
             for kg in sorted(by_group):
                 writer.add_group(kg, by_group[kg])
             return writer.publish()
@@ -383,6 +393,11 @@ class KeyedHarness:
         plan, notes = check_restore(meta, job_meta, self.descriptors,
                                     allow_non_restored_state=allow_non_restored_state, where=savepoint.location)
         savepoint.verify()
+        content, more = restored_broadcast(savepoint, declared_broadcast(self.connected),
+                                           allow_non_restored_state=allow_non_restored_state)
+        notes = [*notes, *more]
+        if self.broadcast_states is not None:
+            self.broadcast_states = pickle.loads(content) if content is not None else {}
         self.restore_notes = notes
         for kg in savepoint.key_groups:
             for key, rec in plan.records(savepoint.group_bytes(kg)):

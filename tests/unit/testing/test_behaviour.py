@@ -26,3 +26,18 @@ def test_both_domains_case():
         ("a", "PROCESSING_TIME", "now+1", 0),
         ("a", "EVENT_TIME", "205", 0),
     ]
+
+
+def test_a_rejected_rule_is_a_dead_letter_once_and_leaves_the_broadcast_state_alone():
+    from behaviour_cases import CASES_BY_NAME
+
+    case = CASES_BY_NAME["broadcast-rules"]
+    h = case.job().harness()
+    for batch, rules in zip(case.batches, case.second_batches()):
+        h.process_batch(batch, broadcast=rules)
+    dead = h.side_output("dead_letters")
+    assert [d["reason"] for d in dead] == [
+        "Rules.process_broadcast_element rejected it: ValueError: rule neg: negative limit"
+    ]
+    assert '"neg"' in dead[0]["raw"]
+    assert h.broadcast_states == {"rules": {"huge": 25}}

@@ -1,0 +1,120 @@
+"""Two-input jobs on the Spark side, without Spark: what the checkpoint records of the second
+input, what ``explain`` says, when a bounded run is done, and where broadcast state may live."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from types import SimpleNamespace
+
+import pytest
+from behaviour_cases import CASES_BY_NAME
+
+from sparkstate import CheckpointMismatchError, JobDefinitionError, ListSource, MapStateDescriptor, WatermarkStrategy
+from sparkstate.runtime import checkpoint
+from sparkstate.runtime.checkpoint_dir import CheckpointDir
+from sparkstate.runtime.planner import explain
+from sparkstate.runtime.query import connected_job, end_delay_ms, operator_spec, second_uses_end_marker
+from sparkstate.runtime.run_loop import _end_reached, _input_ends, broadcast_dir
+
+BROADCAST = CASES_BY_NAME["broadcast-rules"]
+CO = CASES_BY_NAME["co-process-timers"]
+
+
+def progress(*offsets):
+    return [{"sources": [{"endOffset": {"offset": o}} for o in offsets]}]
+
+
+def test_the_checkpoint_records_the_second_input_and_refuses_another():
+    ident = checkpoint.connected_identity(BROADCAST.job())
+    assert ident == {"kind": "broadcast", "source": {"type": "ListSource"}, "broadcast": {"rules": "MapState[str, int]"}}
+    assert checkpoint.connected_identity(CO.job())["key_columns"] == ["m"]
+    assert checkpoint.connected_identity(CASES_BY_NAME["value"].job()) is None
+
+
+def test_a_restart_with_another_second_input_is_refused(tmp_path):
+    def meta(connected):
+        return {"format": 1, "job": "j", "function": "F", "source": {"type": "ListSource"}, "key_columns": ["k"],
+                "key_groups": 8, "bucket_size": 128, "time_mode": "None", "state_backend": "rocksdb", "state": {},
+                "settings": {}, "connected": connected}
+
+    cp = CheckpointDir.open(tmp_path)
+    checkpoint.check_or_write(cp, meta(checkpoint.connected_identity(BROADCAST.job())))
+    (tmp_path / "commits").mkdir()
+    (tmp_path / "commits" / "0").write_text("v1\n{}\n")
+    with pytest.raises(CheckpointMismatchError, match=r"the connected \(second\) input changed \(.*kind 'broadcast' -> 'keyed'"):
+        checkpoint.check_or_write(cp, meta(checkpoint.connected_identity(CO.job())))
+    with pytest.raises(CheckpointMismatchError, match=r"the connected \(second\) input changed"):
+        checkpoint.check_or_write(cp, meta(None))
+
+
+def test_explain_shows_the_second_input_and_the_order_rule():
+    text = explain(BROADCAST.job())
+    assert "connected:  broadcast rules from ListSource" in text
+    assert "then the connected input's elements, then the first input's" in text
+    assert "only key group 0 emits" in text
+    co = explain(CO.job())
+    assert "connected:  connected ListSource by m" in co
+    assert "the job's is the smaller of the two inputs'" in co
+
+
+def test_the_second_input_is_packed_by_its_own_key_and_watermark():
+    job = CO.job()
+    second = connected_job(job)
+    assert second.key_columns == ("m",) and second.watermark is job.connected.watermark
+    assert second.source_spec is job.connected.source and second.connected is None
+    assert connected_job(BROADCAST.job()).key_columns == ()
+    assert connected_job(BROADCAST.job()).watermark is None
+
+
+def test_end_of_input_waits_for_both_watermarked_inputs():
+    job = CO.job()
+    spec = operator_spec(job, job.function, None)
+    assert second_uses_end_marker(job, job.function)
+    assert spec.event_time and spec.end_watermark is not None
+    ends = _input_ends(job, spec)
+    assert ends == [(0, 5), (-1, 5)]  # 3 batches, then the marker's batch and the final one, each
+    assert not _end_reached(progress(5, 4), ends)
+    assert _end_reached(progress(5, 5), ends)
+    # a broadcast input does not hold the watermark back: no marker
+    bjob = BROADCAST.job()
+    assert not second_uses_end_marker(bjob, bjob.function)
+    assert _input_ends(bjob, operator_spec(bjob, bjob.function, None)) == [(0, 4), (-1, 4)]
+
+
+def test_the_final_watermark_allows_for_the_larger_delay():
+    slow = WatermarkStrategy.for_bounded_out_of_orderness(timedelta(seconds=2)).with_timestamp_column("ts")
+    job = CO.job()
+    assert end_delay_ms(job) == 1
+    assert end_delay_ms(replace(job, connected=replace(job.connected, watermark=slow))) == 2001
+
+
+def test_broadcast_state_needs_a_file_system_checkpoint(tmp_path):
+    local = CheckpointDir.open(tmp_path)
+    assert broadcast_dir(local) == str(tmp_path / "sparkstate" / "broadcast")
+    remote = SimpleNamespace(broadcast_dir=None, root="s3a://bucket/cp")
+    needs = "s3a://bucket/cp: a job with broadcast state needs its checkpoint on a file system path"
+    with pytest.raises(JobDefinitionError, match=needs):
+        broadcast_dir(remote)
+
+
+def test_bad_broadcast_declarations_are_refused():
+    job = CASES_BY_NAME["value"].job()
+    rules = ListSource([[]], "name string, limit bigint")
+    with pytest.raises(JobDefinitionError, match="broadcast state must be a MapStateDescriptor"):
+        job.connect(rules).broadcast("rules")
+    with pytest.raises(JobDefinitionError, match="a broadcast input has no key"):
+        job.connect(rules, key_by="name").broadcast(MapStateDescriptor("r", str, int))
+
+
+def test_a_broadcast_function_without_on_timer_has_no_timers():
+    from behaviour_cases import Rules
+
+    from sparkstate.api.connected import KeyedBroadcastProcessFunction
+
+    class WithTimer(KeyedBroadcastProcessFunction):
+        def on_timer(self, timestamp, ctx):
+            return None
+
+    assert not Rules.defines_on_timer()
+    assert WithTimer.defines_on_timer()
