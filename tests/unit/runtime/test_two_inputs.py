@@ -118,3 +118,18 @@ def test_a_broadcast_function_without_on_timer_has_no_timers():
 
     assert not Rules.defines_on_timer()
     assert WithTimer.defines_on_timer()
+
+
+def test_the_savepoint_table_shows_the_second_input_and_the_broadcast_state():
+    from rich.console import Console
+
+    from sparkstate.cli import _savepoint_table
+
+    meta = {"job": "limits", "location": "/sp", "batch": 3, "keys": 2, "bytes": 100, "seconds": 0.5,
+            "source_offset": {"offset": 3}, "connected": {"source_offset": {"offset": 4}},
+            "broadcast": {"bytes": 531, "states": {"rules": "MapState[str, int]"}}}
+    console = Console(width=200, record=True)
+    console.print(_savepoint_table(meta, 1.0))
+    out = console.export_text()
+    assert 'second input offset │ {"offset": 4}' in out
+    assert "broadcast state     │ rules: 531 B, stored once for all key groups" in out
