@@ -362,6 +362,13 @@ def _savepoint_table(meta: dict, waited: float) -> Table:
         f", {waited:,.1f} s in all (with the stop)" if meta.get("stopped") else f", {waited:,.1f} s in all"))
     if meta.get("source_offset") is not None:
         table.add_row("source offset", text(json.dumps(meta["source_offset"])))
+    second = meta.get("connected") or {}
+    if second.get("source_offset") is not None:
+        table.add_row("second input offset", text(json.dumps(second["source_offset"])))
+    if meta.get("broadcast"):
+        states = ", ".join(meta["broadcast"].get("states") or {})
+        table.add_row("broadcast state", text(f"{states}: {human_bytes(meta['broadcast']['bytes'])}, stored once for "
+                                              "all key groups"))
     if meta.get("watermark_ms"):
         import datetime as dt
 

@@ -189,6 +189,12 @@ def check_two_inputs(job: Any) -> None:
         raise JobDefinitionError(
             f"job {name!r}: the connected input needs key_by=... (a keyed stream) or .broadcast(...) (a broadcast stream)"
         )
+    if c.watermark is not None and job.watermark is None:
+        raise JobDefinitionError(
+            f"job {name!r}: the connected input has a watermark strategy but the first input has none, so the job's "
+            "watermark (the smaller of the two inputs') would never advance; give the first input one too "
+            ".source(..., watermark=WatermarkStrategy...), or drop the second's"
+        )
     if len(c.key_columns) != len(job.key_columns):
         raise JobDefinitionError(
             f"job {name!r}: the inputs are keyed by {len(job.key_columns)} and {len(c.key_columns)} columns "

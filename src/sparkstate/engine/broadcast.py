@@ -52,6 +52,8 @@ class BroadcastStore:
     #: the contents this process read or wrote, by reference (shared by the stores of a process:
     #: a content is the same wherever it is, since its name is its hash)
     _cache: dict[str, bytes] = {}
+    #: (directory, reference) pairs this process knows to be on disk
+    _seen: set[tuple[str, str]] = set()
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
@@ -107,9 +109,6 @@ class BroadcastStore:
         self._cache[ref] = content
         self._seen.add((self.directory, ref))
         return ref
-
-    #: (directory, reference) pairs this process knows to be on disk
-    _seen: set[tuple[str, str]] = set()
 
     def _written(self, ref: str) -> bool:
         return (self.directory, ref) in self._seen

@@ -118,3 +118,31 @@ def test_a_broadcast_function_without_on_timer_has_no_timers():
 
     assert not Rules.defines_on_timer()
     assert WithTimer.defines_on_timer()
+
+
+def test_the_savepoint_table_shows_the_second_input_and_the_broadcast_state():
+    from rich.console import Console
+
+    from sparkstate.cli import _savepoint_table
+
+    meta = {"job": "limits", "location": "/sp", "batch": 3, "keys": 2, "bytes": 100, "seconds": 0.5,
+            "source_offset": {"offset": 3}, "connected": {"source_offset": {"offset": 4}},
+            "broadcast": {"bytes": 531, "states": {"rules": "MapState[str, int]"}}}
+    console = Console(width=200, record=True)
+    console.print(_savepoint_table(meta, 1.0))
+    out = console.export_text()
+    assert 'second input offset │ {"offset": 4}' in out
+    assert "broadcast state     │ rules: 531 B, stored once for all key groups" in out
+
+
+def test_a_watermark_on_the_second_input_only_is_refused():
+    from behaviour_cases import Enrich
+
+    from sparkstate import Job, MemorySink
+
+    ws = WatermarkStrategy.for_bounded_out_of_orderness(timedelta(0)).with_timestamp_column("ts")
+    job = (Job("j").source(ListSource([[]], "k string, ts timestamp")).key_by("k")
+           .connect(ListSource([[]], "m string, ts timestamp", "ts"), key_by="m", watermark=ws)
+           .process(Enrich(), output_schema="k string, what string, n bigint").sink(MemorySink()))
+    with pytest.raises(JobDefinitionError, match="the connected input has a watermark strategy but the first input has none"):
+        job.validate()
