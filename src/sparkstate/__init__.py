@@ -40,6 +40,14 @@ from sparkstate.api import (
     WindowContext,
     agg,
 )
+from sparkstate.api.connected import (
+    BroadcastContext,
+    BroadcastState,
+    KeyedBroadcastProcessFunction,
+    KeyedCoProcessFunction,
+    ProcessJoinFunction,
+    ReadOnlyBroadcastState,
+)
 from sparkstate.api.io import Guarantee, SinkSpec, SourceSpec
 from sparkstate.api.job import JobSettings, WindowPath
 from sparkstate.connectors import (
@@ -85,6 +93,12 @@ from sparkstate.testing import KeyedHarness
 __version__ = "0.1.0"
 
 __all__ = [
+    "BroadcastContext",
+    "BroadcastState",
+    "KeyedBroadcastProcessFunction",
+    "KeyedCoProcessFunction",
+    "ProcessJoinFunction",
+    "ReadOnlyBroadcastState",
     "DEAD_LETTERS",
     "MAX_WATERMARK",
     "MIN_WATERMARK",
