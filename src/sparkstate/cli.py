@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -83,6 +84,10 @@ def explain_job(job_name: str, events: int, source_spec: str | None) -> None:
               "[the job's generator].")
 @click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
               help="Any other generator setting, e.g. --set users=50000 (repeatable; see the job's generator).")
+@click.option("--rules", "rules_spec", metavar="DIR|URL",
+              help="Jobs with rules (fraud-detection): a folder of JSON-lines rule files, read as files appear "
+              "(exactly-once), or socket://HOST:PORT (at-most-once) [.sparkstate/JOB/rules, started with the job's "
+              "default rules].")
 @click.option("--max-batch", type=click.IntRange(min=1), default=1_000_000, show_default=True,
               help="Most events per micro-batch.")
 @click.option("--checkpoint", "checkpoint_dir", metavar="DIR",
@@ -126,6 +131,7 @@ def run(
     seed: int | None,
     source_spec: str | None,
     settings: tuple[str, ...],
+    rules_spec: str | None,
     max_batch: int,
     checkpoint_dir: str | None,
     sink_spec: str | None,
@@ -154,18 +160,19 @@ def run(
 
     try:
         seed_job = get_job(job_name)
+        home = Path(".sparkstate") / job_name
+        rules = _rules_source(seed_job, rules_spec, home / "rules")
         # another source, another checkpoint: a checkpoint's offsets belong to its source
         if source_spec:
             _refuse_generator_options(ctx, source_spec)
             text_source = seed_job.text_source(source_spec)
-            job = seed_job.on_source(text_source)
+            job = seed_job.on_source(text_source, rules=rules)
             home = Path(".sparkstate") / f"{job_name}-{text_source.name}"
         else:
             job = seed_job.job(
-                events=events, rate=rate, merchants=merchants, payers=payers, seed=seed, max_batch=max_batch,
-                **_generator_settings(seed_job.generator, settings),
+                rules=rules, events=events, rate=rate, merchants=merchants, payers=payers, seed=seed,
+                max_batch=max_batch, **_generator_settings(seed_job.generator, settings),
             )
-            home = Path(".sparkstate") / job_name
         ckpt = checkpoint_dir or str(home / "checkpoint")
         # the default output belongs to the checkpoint: another checkpoint's batch ids start at 0
         # again, and Spark's file sink would drop them as written into a folder they share
@@ -184,6 +191,9 @@ def run(
         source = job.source_spec
         assert source is not None, "a seed job has a source"
         console.print(text(f"source: {source.describe()} ({describe_guarantee(source)})"))
+        if job.connected is not None and rules is not None:
+            rules_src = job.connected.source
+            console.print(text(f"rules: {rules_src.describe()} ({describe_guarantee(rules_src)})"))
         console.print(text(f"sink: {sink.describe()}; checkpoint: {ckpt}"))
         if from_savepoint:
             console.print(text(f"restoring savepoint {from_savepoint} into a new checkpoint"))
@@ -223,6 +233,29 @@ def run(
         errors.print("interrupted: the checkpoint keeps every committed batch, and the next run resumes from it",
                      soft_wrap=True)
         sys.exit(130)
+
+
+def _rules_source(seed_job: Any, spec: str | None, default_dir: Path) -> Any:
+    """The rules source of a job with rules: ``--rules``, or the job's default rules folder
+    (created with the job's initial rules, one file each, when it does not exist yet)."""
+    import json
+
+    from sparkstate.errors import JobDefinitionError
+    from sparkstate.jobs.registry import rules_jobs
+
+    if seed_job.rules_source is None:
+        if spec is not None:
+            raise JobDefinitionError(f"--rules: job {seed_job.name!r} reads no rules; only {', '.join(rules_jobs())} do")
+        return None
+    if spec is None:
+        if not default_dir.exists():
+            staging = default_dir.with_name(default_dir.name + ".new")
+            staging.mkdir(parents=True, exist_ok=True)
+            for rule in seed_job.initial_rules:
+                (staging / f"{rule['rule_id']}.json").write_text(json.dumps(rule) + "\n")
+            staging.rename(default_dir)
+        spec = str(default_dir)
+    return seed_job.rules_source(spec)
 
 
 def _notice(message: str) -> None:

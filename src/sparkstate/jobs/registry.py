@@ -28,9 +28,16 @@ class SeedJob:
     summary_order: str | None = None
     #: the generator the job reads (its settings are the CLI's ``--set NAME=VALUE``)
     generator: type[Generator] = UpiPayments
+    #: a job with a rules input (``sparkstate run JOB --rules DIR``): the rules' columns, the
+    #: rules a new rules folder starts with, and how a CLI string becomes a rules source;
+    #: ``build`` then takes ``rules=SOURCE`` (None: its own default rules)
+    rules_schema: str | None = None
+    initial_rules: tuple[dict[str, Any], ...] = ()
+    rules_source: Callable[[str], Any] | None = None
 
-    def job(self, **generator: Any) -> Job:
-        """The job on its generator with ``self.defaults`` overridden by ``generator``."""
+    def job(self, rules: Any = None, **generator: Any) -> Job:
+        """The job on its generator with ``self.defaults`` overridden by ``generator`` (and,
+        for a job with rules, reading ``rules``: a source spec)."""
         settings = {**self.defaults, **{k: v for k, v in generator.items() if v is not None}}
         known = self.generator.settings()
         unknown = sorted(set(settings) - set(known))
@@ -39,12 +46,16 @@ class SeedJob:
                 f"job {self.name!r} reads {self.generator.__name__}, which has no setting {', '.join(map(repr, unknown))}; "
                 f"its settings: {', '.join(known)}"
             )
-        return self.build(self.generator(**settings))
+        if rules is None:
+            return self.build(self.generator(**settings))
+        if self.rules_schema is None:
+            raise JobDefinitionError(f"job {self.name!r} reads no rules; only {', '.join(rules_jobs())} take --rules")
+        return self.build(self.generator(**settings), rules=rules)
 
-    def on_source(self, source: Any) -> Job:
+    def on_source(self, source: Any, rules: Any = None) -> Job:
         """The job reading ``source`` instead of its generator; the events must have the
         generator's columns, and keep its watermark strategy."""
-        job = self.job()
+        job = self.job(rules=rules)
         return job.source(source, watermark=job.watermark)
 
     def text_source(self, spec: str) -> TextLines:
@@ -68,12 +79,18 @@ _MODULES = [
     "taxi_zone_revenue",
     "sessions",
     "hot_items",
+    "fraud_detection",
 ]
 
 JOBS: dict[str, SeedJob] = {}
 for _m in _MODULES:
     _job: SeedJob = importlib.import_module(f"sparkstate.jobs.{_m}").SEED_JOB
     JOBS[_job.name] = _job
+
+
+def rules_jobs() -> list[str]:
+    """The jobs that read rules (``--rules``)."""
+    return [name for name, job in JOBS.items() if job.rules_schema is not None]
 
 
 def get_job(name: str) -> SeedJob:
