@@ -243,8 +243,7 @@ def model(batches):
                 out.append((p["payer_id"], "amount-spike", t))
             new = p["device"] not in {q["device"] for q in past}
             hour = dt.datetime.fromtimestamp(t / 1000, dt.UTC).hour
-            for rid in sorted(rules):
-                r = rules[rid]
+            for rid, r in rules.items():  # in the order the rules first arrived
                 lo, hi = r.get("from_hour"), r.get("to_hour")
                 in_hours = lo is None or (lo <= hour < hi if lo < hi else hour >= lo or hour < hi)
                 if amount > (r.get("min_amount") or 0) and (new or not r.get("new_device")) and in_hours:
@@ -292,3 +291,18 @@ def test_build_takes_a_rules_source():
     rules = ListSource([[SEED_RULE]], schema="rule_id string, min_amount double, new_device boolean, "
                        "from_hour int, to_hour int, action string, active boolean")
     assert build(FraudPayments(events=5), rules=rules).connected.source == rules
+
+
+def test_the_keyed_part_alone_gives_the_alerts_of_the_job_without_rules():
+    from sparkstate.jobs.fraud_detection import PayerChecks
+    from sparkstate.testing.harness import KeyedHarness
+
+    job = JOBS["fraud-detection"].job(events=20_000, fraud=0.004, seed=2)
+    events = job.source_spec.events_as_dicts()
+    alone = KeyedHarness(PayerChecks(), "payer_id", watermark_strategy=job.watermark)
+    full = job.harness()
+    a, b = [], []
+    for i in range(0, len(events), 4000):
+        a += alone.process_batch(events[i : i + 4000])
+        b += full.process_batch(events[i : i + 4000])
+    assert fired(a) == fired(b) and {rule for _, rule in fired(b)} == {"velocity", "amount-spike"}
