@@ -257,7 +257,7 @@ class FraudDetector(PayerChecks, KeyedBroadcastProcessFunction):
         return ctx.get_broadcast_state(RULES).items()
 
 
-def _watermark(source: UpiPayments) -> WatermarkStrategy:
+def payment_watermark(source: UpiPayments) -> WatermarkStrategy:
     return WatermarkStrategy.for_bounded_out_of_orderness(timedelta(milliseconds=source.max_out_of_orderness_ms))
 
 
@@ -286,7 +286,7 @@ def rules_source(spec: str) -> Any:
 
 def build(source: UpiPayments, rules: Any = None) -> Job:
     return (
-        Job("fraud-detection").source(source, watermark=_watermark(source)).key_by("payer_id")
+        Job("fraud-detection").source(source, watermark=payment_watermark(source)).key_by("payer_id")
         .connect(rules if rules is not None else default_rules()).broadcast(RULES)
         .process(FraudDetector(), output_schema=OUTPUT).sink(NoopSink())
     )
