@@ -59,6 +59,11 @@ DEAD_LETTER_ARROW_SCHEMA = pa.schema([("raw", pa.string()), ("reason", pa.string
 END_OF_INPUT_MS = 9223200000000  # 2262-04-10T00:00:00Z: the latest time pandas (ns) can hold
 assert MAX_EVENT_TIME_MS < END_OF_INPUT_MS, "no event may reach the end-of-input marker's time"
 
+#: The key group a packer without key columns (a broadcast input) gives its events: not a
+#: key group but "every key group"; the query replicates such rows to each one. (Its dead
+#: letters keep key group 0: one group reports them.)
+EVERY_KEY_GROUP = -1
+
 _HASH_MIX = np.uint64(0x9E3779B97F4A7C15)
 
 #: a record a source rejected: ``{"raw": the text, "reason": why}``
@@ -272,7 +277,10 @@ class Packer:
         return packed
 
     def _pack_events(self, body: pa.RecordBatch, times: np.ndarray | None, part: int, seq: int) -> pa.RecordBatch:
-        kgs = (hash_keys([body.column(c) for c in self.key_columns]) % np.uint64(self.key_groups)).astype(np.int32)
+        if not self.key_columns:  # an unkeyed (broadcast) input: one row for every key group
+            kgs = np.full(body.num_rows, EVERY_KEY_GROUP, dtype=np.int32)
+        else:
+            kgs = (hash_keys([body.column(c) for c in self.key_columns]) % np.uint64(self.key_groups)).astype(np.int32)
         order = np.argsort(kgs, kind="stable")
         kgs = kgs[order]
         body = body.take(pa.array(order))

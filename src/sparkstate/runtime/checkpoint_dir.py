@@ -10,7 +10,8 @@ to everything that reads or writes there; no other module spells a path under it
 * ``sparkstate.lock`` (a local directory) or ``sparkstate.lease`` (any other): the lock of
   the run using the checkpoint (``run_lock.py``);
 * ``sparkstate/``: sparkstate's own files: ``checkpoints.jsonl`` (each retained checkpoint's
-  figures) and, for a moment, a write probe;
+  figures), ``broadcast/`` (a broadcast job's broadcast state, ``engine/broadcast.py``) and,
+  for a moment, a write probe;
 * ``side-outputs/<name>/``: side outputs without a sink of their own (Parquet);
 * ``sparkstate-sources/``: a list source's events for Spark's Python workers (local
   directories only; every run writes them again).
@@ -50,6 +51,8 @@ class CheckpointDir:
     WRITE_PROBE = "write-probe"
     SIDE_OUTPUTS = "side-outputs"
     LIST_SOURCES = "sparkstate-sources"
+    #: under OWN_DIR: a broadcast job's broadcast state, one file per content
+    BROADCAST = "broadcast"
     #: Spark's own
     OFFSETS = "offsets"
     SOURCES = "sources"
@@ -91,6 +94,13 @@ class CheckpointDir:
         """Where a list source's events are written for Spark's Python workers to read: beside a
         local checkpoint; None (a temporary directory) for any other."""
         return self.storage.path(self.LIST_SOURCES) if is_local(self.root) else None
+
+    @property
+    def broadcast_dir(self) -> str | None:
+        """Where a broadcast job's broadcast state content is kept (``engine/broadcast.py``):
+        ``sparkstate/broadcast/`` of a local checkpoint (executors write it as plain files);
+        None for any other."""
+        return self.storage.path(self.OWN_DIR, self.BROADCAST) if is_local(self.root) else None
 
     @property
     def metadata_path(self) -> str:

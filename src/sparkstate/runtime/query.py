@@ -14,11 +14,12 @@ none of them, so a restart replays it whole. The job's
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from sparkstate.api.functions import KeyedProcessFunction
 from sparkstate.api.job import JobDescription as Job
-from sparkstate.engine.events import END_OF_INPUT_MS
+from sparkstate.engine.events import END_OF_INPUT_MS, EVERY_KEY_GROUP
 from sparkstate.errors import JobDefinitionError
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
 
@@ -43,6 +44,35 @@ def watermark_delay_ms(job: Job) -> int:
     return (job.watermark.max_out_of_orderness_ms if job.watermark else 0) + 1
 
 
+def connected_job(job: Job) -> Job | None:
+    """The job as its connected (second) input sees it: that input's source, key columns and
+    watermark strategy, so that it is packed exactly as a first input would be. A broadcast
+    input has no key and no event time (its rows do not move the watermark)."""
+    c = job.connected
+    if c is None:
+        return None
+    if c.is_broadcast:
+        return replace(job, source_spec=c.source, key_columns=(), watermark=None, connected=None)
+    return replace(job, source_spec=c.source, key_columns=c.key_columns, watermark=c.watermark, connected=None)
+
+
+def second_watermarked(job: Job) -> bool:
+    """Whether the job's second input is keyed and has a watermark strategy of its own."""
+    c = job.connected
+    return c is not None and not c.is_broadcast and c.watermark is not None
+
+
+def end_delay_ms(job: Job) -> int:
+    """The largest watermark delay of the job's watermarked inputs: once every input has read
+    its end-of-input marker, Spark's watermark (the smallest of theirs) is at least
+    ``END_OF_INPUT_MS`` minus this."""
+    second = connected_job(job)
+    delays = [watermark_delay_ms(job)]
+    if second is not None and second_watermarked(job):
+        delays.append(watermark_delay_ms(second))
+    return max(delays)
+
+
 def uses_end_marker(job: Job, fn: KeyedProcessFunction) -> bool:
     """Whether the bounded source ends with the end-of-input marker for this job.
 
@@ -51,6 +81,13 @@ def uses_end_marker(job: Job, fn: KeyedProcessFunction) -> bool:
     """
     assert job.source_spec is not None, "a validated job has a source"
     return job.source_spec.has_end_marker and type(fn).defines_on_timer()
+
+
+def second_uses_end_marker(job: Job, fn: KeyedProcessFunction) -> bool:
+    """Whether the second input ends with the end-of-input marker too: when it is keyed and
+    has a watermark of its own, Spark's watermark (the smaller of the two) reaches the end only
+    once both inputs have. A broadcast input never holds the watermark back."""
+    return uses_end_marker(job, fn) and second_watermarked(job)
 
 
 def operator_spec(job: Job, fn: KeyedProcessFunction, output_arrow: Any) -> Any:
@@ -64,10 +101,11 @@ def operator_spec(job: Job, fn: KeyedProcessFunction, output_arrow: Any) -> Any:
         output=job.output,  # type: ignore[arg-type]
         output_arrow=output_arrow,
         bucket_size=job.settings.bucket_size,
-        event_time=job.watermark is not None or marker,
-        end_watermark=END_OF_INPUT_MS - watermark_delay_ms(job) if marker else None,
+        event_time=job.watermark is not None or marker or second_watermarked(job),
+        end_watermark=END_OF_INPUT_MS - end_delay_ms(job) if marker else None,
         side_outputs=job.side_output_names,
         timestamp_assigner=job.watermark.timestamp_assigner if job.watermark else None,
+        connected=job.connected,
     )
 
 
@@ -99,8 +137,10 @@ def build_query(
         from sparkstate.runtime.restore import restore_rows
 
         packed = packed.union(restore_rows(spark, restore, watermark_delay_ms(job)))
-    if spec.event_time:
+    if spec.event_time and (job.watermark is not None or spec.end_watermark is not None):
         packed = packed.withWatermark("ts", f"{watermark_delay_ms(job)} milliseconds")
+    if job.connected is not None:
+        packed = packed.union(connected_rows(job, spec, spark, checkpoint, start))
     # No filter for the end-of-input marker (blob NULL): Spark would push it below the
     # watermark, which would then never see the marker. The processor skips empty blobs.
     # ``ts`` stays in the operator's input: applyInPandasWithState only sees a watermark
@@ -124,6 +164,54 @@ def build_query(
     stream = out.writeStream.queryName(query_name(job.name))
     writer = attach_job(job, stream, checkpoint.side_output_dir, side_counts, warnings, split=bool(spec.side_outputs))
     return checkpointed(writer, job, checkpoint)
+
+
+def connected_rows(job: Job, spec: Any, spark: Any, checkpoint: CheckpointDir, start: dict | None) -> Any:
+    """The packed rows of the job's second input, tagged for the operator: ``part`` offset by
+    ``SECOND_PART`` (keyed) or ``BROADCAST_PART`` (broadcast), so they can share one
+    ``groupBy("kg")`` with the first input's (Spark's stateful operators take one input).
+
+    A keyed input is packed by its own key columns into the same key groups, with its own
+    watermark (Spark then takes the smaller of the two watermarks: its default ``min`` policy,
+    the harness's and Flink's rule). A broadcast input's rows go to every key group (each row
+    packed once, then repeated for key groups ``0 .. key_groups - 1``), with no event time; its
+    dead letters stay in key group 0, which alone reports them.
+    """
+    from pyspark.sql import functions as F
+
+    from sparkstate.runtime.spark_processor import BROADCAST_PART, SECOND_PART
+    from sparkstate.runtime.spark_sources import spark_source
+
+    second = connected_job(job)
+    assert second is not None and second.source_spec is not None
+    c = job.connected
+    assert c is not None
+    scratch = checkpoint.list_source_dir
+    scratch = None if scratch is None else f"{scratch}/connected"
+    marker = second_uses_end_marker(job, spec.fn)
+    rows = spark_source(second.source_spec).packed(spark, second, marker, scratch, connected_start(start))
+    if not c.is_broadcast:
+        if second_watermarked(job):
+            rows = rows.withWatermark("ts", f"{watermark_delay_ms(second)} milliseconds")
+        return rows.withColumn("part", F.col("part") + F.lit(SECOND_PART))
+    groups = F.sequence(F.lit(0), F.lit(job.settings.key_groups - 1))
+    kg = F.col("kg")
+    return rows.select(
+        F.explode(F.when(kg == F.lit(EVERY_KEY_GROUP), groups).otherwise(F.array(kg))).alias("kg"),
+        (F.col("part") + F.lit(BROADCAST_PART)).alias("part"),
+        F.col("seq"),
+        F.lit(None).cast("timestamp").alias("ts"),
+        F.col("blob"),
+    )
+
+
+def connected_start(start: dict | None) -> dict | None:
+    """A restored savepoint's metadata as the second input's source sees it: its position is
+    recorded under ``connected`` (``runtime/savepoints.py``)."""
+    if start is None:
+        return None
+    second = start.get("connected")
+    return second if isinstance(second, dict) else None
 
 
 def query_name(name: str) -> str:

@@ -40,6 +40,21 @@ from sparkstate.runtime.savepoint_requests import Request, RequestWatch, answer,
 from sparkstate.runtime.storage import is_local
 
 
+def broadcast_dir(checkpoint: CheckpointDir) -> str:
+    """Where the executors of a broadcast job write its broadcast state (plain files, so the
+    checkpoint must be a local path: on a cluster, a shared file system mounted at the same
+    path on every machine)."""
+    directory = checkpoint.broadcast_dir
+    if directory is None:
+        raise JobDefinitionError(
+            f"checkpoint {checkpoint.root}: a job with broadcast state needs its checkpoint on a file system path "
+            "(a local directory, or on a cluster a shared file system mounted at the same path everywhere): the "
+            "executors write the broadcast state there as plain files, once for all key groups. Use such a path "
+            "with --checkpoint / checkpoint_dir="
+        )
+    return directory
+
+
 def _progress_dicts(query: Any) -> list[dict]:
     out = []
     for p in query.recentProgress:
@@ -50,22 +65,57 @@ def _progress_dicts(query: Any) -> list[dict]:
     return out
 
 
-def _end_reached(entries: list[dict], end: int | None) -> bool:
-    """True once a completed micro-batch has read its source to ``end``."""
-    if end is None or not entries:
+#: where a bounded job's inputs end: ``(index of the source in Spark's progress and offset log,
+#: the offset read at its end)``; the connected input is the query's last source
+Ends = list[tuple[int, int]]
+
+
+def _input_ends(job: Job, spec: Any) -> Ends | None:
+    """Where each input of ``job`` ends, or None when one of them is unbounded (the run then
+    ends by ``timeout``, ``until`` or Ctrl-C)."""
+    from sparkstate.runtime.query import connected_job, second_uses_end_marker
+
+    assert job.source_spec is not None
+    end = job.source_spec.end_offset(spec.end_watermark is not None)
+    if end is None:
+        return None
+    ends = [(0, end)]
+    second = connected_job(job)
+    if second is not None:
+        assert second.source_spec is not None
+        end2 = second.source_spec.end_offset(second_uses_end_marker(job, spec.fn))
+        if end2 is None:
+            return None
+        ends.append((-1, end2))
+    return ends
+
+
+def _end_reached(entries: list[dict], ends: Ends | None) -> bool:
+    """True once a completed micro-batch has read every source to its end."""
+    if ends is None or not entries:
         return False
     from sparkstate.runtime.spark_sources import source_offset
 
     sources = entries[-1].get("sources") or []
-    offset = source_offset(sources[0]) if sources else None
-    return offset is not None and offset >= end
+    for index, end in ends:
+        offset = source_offset(sources[index]) if sources else None
+        if offset is None or offset < end:
+            return False
+    return True
 
 
-def _already_complete(checkpoint: CheckpointDir, end: int | None) -> bool:
-    if end is None:
+def _already_complete(checkpoint: CheckpointDir, ends: Ends | None) -> bool:
+    if ends is None:
         return False
-    _, offset = checkpoint.last_committed_offset()
-    return isinstance(offset, dict) and int(offset.get("offset", -1)) >= end
+    batch, _ = checkpoint.last_committed_offset()
+    offsets = checkpoint.batch_source_offsets(batch) if batch is not None else None
+    if not offsets:
+        return False
+    for index, end in ends:
+        offset = offsets[index]
+        if not (isinstance(offset, dict) and int(offset.get("offset", -1)) >= end):
+            return False
+    return True
 
 
 def run_job(
@@ -152,6 +202,8 @@ def _run_locked(
     result = RunResult(job=job.name, checkpoint_dir=checkpoint.root)
     # resolving the output's Arrow schema needs Spark: it comes once Spark runs
     spec = operator_spec(job, function, output_arrow=None)
+    if job.connected is not None and job.connected.is_broadcast:
+        spec = replace(spec, broadcast_dir=broadcast_dir(checkpoint))  # refused here, before anything is written
     spark = spark or active_session()
     if job.settings.parallelism:
         partitions = job.settings.parallelism
@@ -201,7 +253,7 @@ def _run_locked(
     result.warnings += check_or_write(checkpoint, meta)
 
     marker = spec.end_watermark is not None
-    end = source.end_offset(marker)
+    end = _input_ends(job, spec)
     if _already_complete(checkpoint, end):
         result.completed = result.already_complete = True
         return result

@@ -44,6 +44,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from sparkstate.api.functions import MAX_WATERMARK, MIN_WATERMARK, KeyedProcessFunction
 from sparkstate.api.schema import Schema
 from sparkstate.api.state import Record
+from sparkstate.engine.broadcast import BroadcastStore
 from sparkstate.engine.events import has_map, unpack_events
 from sparkstate.engine.keygroups import (
     PICKLE_PROTOCOL,
@@ -67,6 +68,11 @@ GROUP_STATE_SCHEMA = "group binary"
 #: the ``part`` of a packed row that carries a key group's state from a savepoint (its blob:
 #: the savepoint's Parquet file of the group), read in the first batch of a restored run
 RESTORE_PART = -1
+#: ``part`` offsets that tag the rows of a two-input job's connected input (``query.py``): a
+#: second keyed input's rows have ``part`` in ``[SECOND_PART, BROADCAST_PART)``, a broadcast
+#: input's ``part >= BROADCAST_PART`` (the first input's are its partition index, below both)
+SECOND_PART = 1 << 20
+BROADCAST_PART = 2 << 20
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,13 @@ class OperatorSpec:
     restore: Any = None
     #: a restored run: the watermark (Spark's, ms) the savepoint's next batch would have run with
     restored_watermark_ms: int = 0
+    #: the job's second input (``JobDescription.connected``), if any
+    connected: Any = None
+    #: a broadcast job: where the broadcast state's content files live (``engine/broadcast.py``)
+    broadcast_dir: str | None = None
+    #: a broadcast job restored from a savepoint: the reference of the savepoint's broadcast
+    #: state, which a key group without a meta entry yet starts from
+    initial_broadcast: str | None = None
 
     @property
     def output_ddl(self) -> str:
@@ -163,9 +176,32 @@ def packed_rows(frames: Iterator[pd.DataFrame]) -> tuple[list[tuple[int, int, by
     return rows, restore
 
 
-def unpack_input(frames: Iterator[pd.DataFrame]) -> tuple[Events, list[bytes]]:
+@dataclass
+class GroupInput:
+    """One key group's rows of a micro-batch, unpacked: the first input's events, a connected
+    input's (``second`` keyed or ``broadcast``; None when the job has none or the batch brought
+    none), and the savepoint state of a restored run's first batch."""
+
+    events: Events
+    restore: list[bytes]
+    second: Events | None = None
+    broadcast: Events | None = None
+
+
+def unpack_input(frames: Iterator[pd.DataFrame]) -> GroupInput:
     rows, restore = packed_rows(frames)
-    return unpack_events(rows), restore
+    if not any(part >= SECOND_PART for part, _, _ in rows):
+        return GroupInput(unpack_events(rows), restore)
+    first = [r for r in rows if r[0] < SECOND_PART]
+    second = [r for r in rows if SECOND_PART <= r[0] < BROADCAST_PART]
+    broadcast = [r for r in rows if r[0] >= BROADCAST_PART]
+    return GroupInput(
+        unpack_events(first), restore, unpack_events(second) if second else None,
+        unpack_events(broadcast) if broadcast else None,
+    )
+
+
+NO_INPUT = GroupInput([], [])
 
 
 # --------------------------------------------------------------------------- shared core
@@ -191,26 +227,45 @@ class KeyGroupRunner:
         self.arrow_backed = arrow_backed
         self.op = KeyedOperator(
             spec.fn, spec.key_columns, spec.timestamp_column, event_time=spec.event_time,
-            timestamp_assigner=spec.timestamp_assigner,
+            timestamp_assigner=spec.timestamp_assigner, connected=spec.connected,
         )
         self.op.open()
+        self.broadcast = (
+            BroadcastStore(spec.broadcast_dir)
+            if spec.connected is not None and spec.connected.is_broadcast and spec.broadcast_dir is not None
+            else None
+        )
 
     def run(
-        self, events: Events, watermark: int, now: int, state: GroupState, expired: int | None = None,
-        restore: list[bytes] | None = None,
+        self, given: GroupInput, watermark: int, now: int, state: GroupState, expired: int | None = None,
+        kg: int = 0,
     ) -> pd.DataFrame | None:
+        """One key group's micro-batch (``kg``: the group's id; group 0 emits what the
+        broadcast elements produce, every other group applies them silently)."""
         # A key group allocates many short-lived dicts and no cycles; the cyclic GC would scan
         # them over and over (about 10% of the time). It runs again between key groups.
         gc.disable()
         try:
             stored = state.read_meta()
-            if restore and stored is None:
-                stored = self._restore(restore, state)
+            first_call = stored is None
+            if given.restore and stored is None:
+                stored = self._restore(given.restore, state)
             meta = GroupMeta.loads(stored)
             store = KeyGroupStore(meta, state.read_bucket, self.spec.bucket_size)
             op = self.op
-            op.begin_batch(watermark, now, store.record_for)
-            rows = op.run_batch(events, store.due_candidates(watermark, now))
+            bstore = self.broadcast
+            states = None
+            if bstore is not None:
+                if first_call:  # a group's first call: the restored savepoint's broadcast state, if any
+                    meta.broadcast = self.spec.initial_broadcast
+                states = bstore.load(meta.broadcast)
+            op.begin_batch(watermark, now, store.record_for, broadcast=states, all_records=store.all_records)
+            rows = op.run_batch(
+                given.events, store.due_candidates(watermark, now), second=given.second, broadcast=given.broadcast,
+                emit_broadcast=kg == 0,
+            )
+            if bstore is not None and states is not None and op.scope.broadcast_changed:
+                meta.broadcast = bstore.save(states)
             side = op.take_side()
             writes = store.flush(op.take_touched())
             state.schedule(meta, now, expired)
@@ -279,6 +334,11 @@ class KeyGroupRunner:
         return reported if spec.event_time and reported > 0 else MIN_WATERMARK
 
 
+def group_id(key: Any) -> int:
+    """The key group id of Spark's grouping key (a one-field tuple or row)."""
+    return int(key[0]) if isinstance(key, (tuple, list)) else int(key)
+
+
 def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
@@ -333,26 +393,23 @@ class KeyGroupProcessor(StatefulProcessor):
         self._state = _TwsState(self)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues) -> Iterator[pd.DataFrame]:
-        events, restore = unpack_input(rows)
-        return self._run(events, timerValues, None, restore)
+        return self._run(unpack_input(rows), timerValues, None, key)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
-        return self._run([], timerValues, expiredTimerInfo.getExpiryTimeInMs())
+        return self._run(NO_INPUT, timerValues, expiredTimerInfo.getExpiryTimeInMs(), key)
 
-    def _run(
-        self, events: Events, timer_values: TimerValues, expired: int | None, restore: list[bytes] | None = None
-    ) -> Iterator[pd.DataFrame]:
+    def _run(self, given: GroupInput, timer_values: TimerValues, expired: int | None, key: Any) -> Iterator[pd.DataFrame]:
         runner = self._runner
         now = timer_values.getCurrentProcessingTimeInMs()
         frame = runner.run(
-            events,
+            given,
             runner.watermark(timer_values.getCurrentWatermarkInMs()),
             now if now >= 0 else _wall_clock_ms(),  # time mode "None" gives no clock
             self._state,
             expired,
-            restore,
+            group_id(key),
         )
         if frame is not None:
             yield frame
@@ -413,10 +470,9 @@ class KeyGroupFunction:
         if self._runner is None:
             self._runner = KeyGroupRunner(self.spec, arrow_backed=False)
         runner = self._runner
-        events: Events
-        events, restore = ([], []) if state.hasTimedOut else unpack_input(frames)
+        given = NO_INPUT if state.hasTimedOut else unpack_input(frames)
         watermark = runner.watermark(state.getCurrentWatermarkMs()) if self.spec.event_time else MIN_WATERMARK
         now = state.getCurrentProcessingTimeMs() if self.spec.needs_clock else _wall_clock_ms()
-        frame = runner.run(events, watermark, now, _RowState(state), restore=restore)
+        frame = runner.run(given, watermark, now, _RowState(state), kg=group_id(key))
         if frame is not None:
             yield frame

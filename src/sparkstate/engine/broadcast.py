@@ -1,0 +1,115 @@
+"""Broadcast state stored once: content-addressed files that every key group refers to.
+
+Every key group of a broadcast job holds the same broadcast state (each applies the same
+broadcast elements in the same order, ``engine/operator.py``). Keeping a copy in each key
+group's state would checkpoint it ``key_groups`` times over (128 by default) and rewrite all of
+them whenever a rule changes. Instead the content, the pickled ``{name: map}`` of the states,
+is a file named by its SHA-256 (``<dir>/<ref>.pkl``), written once, and each key group keeps
+only the reference in its meta entry (``GroupMeta.broadcast``). Since the groups compute
+the same content, they compute the same reference, and the first one to save writes the file.
+
+Invariants:
+
+* a file's name is the hash of its bytes, so a file is never changed once written (it is
+  written to a temporary name and renamed into place; an existing file is not written again);
+* a reference in a committed meta entry names a file that exists: the file is written before
+  the state store commits the meta entry that refers to it. A batch that fails after writing
+  a file leaves an unreferenced file, which is harmless (a replay writes the same content).
+* files are not deleted while the job runs (an older checkpoint version may still refer to
+  them); they are small (one per distinct broadcast state the job went through).
+
+``load`` returns a fresh copy each time: the function may change it in
+``process_broadcast_element``, and a rejected element's writes are undone on that copy only.
+The directory must be reachable by every executor as a plain path (a local directory, or a
+shared file system mounted at the same place).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+from typing import Any
+
+from sparkstate.engine.keygroups import dumps_state
+
+#: a reference: this many hex digits of the content's SHA-256 (128 bits; collisions are not a concern)
+REF_LENGTH = 32
+SUFFIX = ".pkl"
+
+BroadcastStates = dict[str, dict[Any, Any]]
+
+
+def content_ref(content: bytes) -> str:
+    """The reference of a broadcast state's content (its bytes as ``dumps_state`` gives them)."""
+    return hashlib.sha256(content).hexdigest()[:REF_LENGTH]
+
+
+class BroadcastStore:
+    """The broadcast state files of one checkpoint directory, with a per-process cache."""
+
+    #: the contents this process read or wrote, by reference (shared by the stores of a process:
+    #: a content is the same wherever it is, since its name is its hash)
+    _cache: dict[str, bytes] = {}
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def path(self, ref: str) -> str:
+        return os.path.join(self.directory, ref + SUFFIX)
+
+    def load(self, ref: str | None) -> BroadcastStates:
+        """A fresh copy of the states ``ref`` names (None: no broadcast state yet, empty)."""
+        if ref is None:
+            return {}
+        content = self._cache.get(ref)
+        if content is None:
+            try:
+                with open(self.path(ref), "rb") as f:
+                    content = f.read()
+            except FileNotFoundError:
+                from sparkstate.errors import CheckpointMismatchError
+
+                raise CheckpointMismatchError(
+                    f"the broadcast state {ref} that the checkpoint's state refers to is missing from "
+                    f"{self.directory}; the checkpoint directory was copied or cleaned in part. Restore the "
+                    "whole directory from a backup, or start from a new checkpoint directory"
+                ) from None
+            self._cache[ref] = content
+        states: BroadcastStates = pickle.loads(content)
+        return states
+
+    def save(self, states: BroadcastStates) -> str:
+        """Store ``states`` (if not stored yet) and return their reference."""
+        return self.save_content(dumps_state(states))
+
+    def save_content(self, content: bytes) -> str:
+        ref = content_ref(content)
+        if ref in self._cache and self._written(ref):
+            return ref
+        target = self.path(ref)
+        if not os.path.exists(target):
+            os.makedirs(self.directory, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{ref}.", dir=self.directory)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(content)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, target)  # atomic: readers see the whole file or none
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
+        self._cache[ref] = content
+        self._seen.add((self.directory, ref))
+        return ref
+
+    #: (directory, reference) pairs this process knows to be on disk
+    _seen: set[tuple[str, str]] = set()
+
+    def _written(self, ref: str) -> bool:
+        return (self.directory, ref) in self._seen
