@@ -199,15 +199,21 @@ def run(
             console.print(text(f"restoring savepoint {from_savepoint} into a new checkpoint"))
         elif allow_non_restored_state:
             raise JobDefinitionError("--allow-non-restored-state applies to a restore: add --from-savepoint PATH")
+        until = None
         if not source.bounded:
             console.print("the source has no end: Ctrl-C (or --timeout) stops the run, and the next run resumes")
+        elif rules is not None and job.connected is not None and not job.connected.source.bounded:
+            until = _until_events_read(source)
+            console.print("the rules have no end: the run stops once every event is read (rules read so far stay in "
+                          "the checkpoint, and rules that arrive later are read by the next run)")
         console.print("starting Spark (the first batch includes Spark's start-up)...")
         printer = None if quiet else ProgressPrinter(console, total_events=None if source_spec else events)
         with PeakMemory() as memory:
             # --fresh deletes only what sparkstate made for the job (its checkpoint, output folder and the
             # tables it created; a database's markers too, as the new checkpoint's batch ids start at 0 again),
             # under the checkpoint's lock, once the job is known to be well formed
-            result = job.run(checkpoint_dir=ckpt, on_progress=printer, timeout=timeout, log_file=home / "spark.log",
+            result = job.run(checkpoint_dir=ckpt, on_progress=printer, timeout=timeout, until=until,
+                             log_file=home / "spark.log",
                              fresh=fresh, on_notice=_notice, from_savepoint=from_savepoint,
                              allow_non_restored_state=allow_non_restored_state)
         result.peak_memory_bytes = memory.peak_bytes
@@ -256,6 +262,20 @@ def _rules_source(seed_job: Any, spec: str | None, default_dir: Path) -> Any:
             staging.rename(default_dir)
         spec = str(default_dir)
     return seed_job.rules_source(spec)
+
+
+def _until_events_read(source: Any) -> Any:
+    """For a bounded source beside an unbounded one (rules): true once a micro-batch has read
+    every event of ``source``, the job's first input."""
+    from sparkstate.runtime.spark_sources import source_offset
+
+    end = source.end_offset(False)
+
+    def done(result: Any) -> bool:
+        sources = result.progress[-1].get("sources") if result.progress else None
+        return bool(sources) and (source_offset(sources[0]) or 0) >= end
+
+    return done
 
 
 def _notice(message: str) -> None:

@@ -306,3 +306,14 @@ def test_the_keyed_part_alone_gives_the_alerts_of_the_job_without_rules():
         a += alone.process_batch(events[i : i + 4000])
         b += full.process_batch(events[i : i + 4000])
     assert fired(a) == fired(b) and {rule for _, rule in fired(b)} == {"velocity", "amount-spike"}
+
+
+def test_cli_run_with_a_rules_folder_stops_once_every_payment_is_read():
+    from types import SimpleNamespace
+
+    from sparkstate.cli import _until_events_read
+    from sparkstate.connectors.generator import FraudPayments
+
+    done = _until_events_read(FraudPayments(events=100))
+    at = lambda offset: SimpleNamespace(progress=[{"sources": [{"endOffset": f'{{"offset": {offset}}}'}, {}]}])  # noqa: E731
+    assert not done(SimpleNamespace(progress=[])) and not done(at(99)) and done(at(100)) and done(at(102))
