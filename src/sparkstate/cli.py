@@ -273,7 +273,7 @@ def _until_events_read(source: Any) -> Any:
 
     def done(result: Any) -> bool:
         sources = result.progress[-1].get("sources") if result.progress else None
-        return bool(sources) and (source_offset(sources[0]) or 0) >= end
+        return sources is not None and len(sources) > 0 and (source_offset(sources[0]) or 0) >= end
 
     return done
 

@@ -43,9 +43,9 @@ Rules sources (``sparkstate run fraud-detection --rules ...``; see :func:`rules_
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from sparkstate.api.connected import BroadcastContext, KeyedBroadcastProcessFunction
@@ -147,9 +147,9 @@ class Rule:
         given = {k: v for k, v in element.items() if v is not None and k != "active"}
         active = element.get("active")
         rule_id = given.get("rule_id")
-        if active is False and (not isinstance(rule_id, str) or not rule_id.strip()):
-            raise RuleError(f"a rule removal (active: false) needs the rule_id to remove, got {rule_id!r}")
         if active is False:
+            if not isinstance(rule_id, str) or not rule_id.strip():
+                raise RuleError(f"a rule removal (active: false) needs the rule_id to remove, got {rule_id!r}")
             return rule_id, None
         if rule_id is None:
             raise RuleError(f"a rule needs a rule_id (a non-empty string), got none in {element!r}")
@@ -204,9 +204,9 @@ class PayerChecks(KeyedProcessFunction):
     cost of the broadcast input; :class:`FraudDetector` adds the rules)."""
 
     def open(self, ctx: RuntimeContext) -> None:
-        profile = ValueStateDescriptor("profile", Profile)
+        profile: ValueStateDescriptor[Profile] = ValueStateDescriptor("profile", Profile)
         profile.enable_time_to_live(PROFILE_TTL)
-        recent = ListStateDescriptor("recent", int)
+        recent: ListStateDescriptor[int] = ListStateDescriptor("recent", int)
         recent.enable_time_to_live(RECENT_TTL)
         self.profile: ValueState[Profile] = ctx.get_state(profile)
         self.recent: ListState[int] = ctx.get_list_state(recent)
@@ -230,7 +230,8 @@ class PayerChecks(KeyedProcessFunction):
             yield alert("velocity", "alert", f"{len(recent) + 1} payments in 10 minutes")
         prof = self.profile.value() or Profile()
         if prof.payments >= SPIKE_MIN_HISTORY and amount > SPIKE_FACTOR * prof.average:
-            yield alert("amount-spike", "alert", f"{amount:,.2f} is {amount / prof.average:,.1f}x the average {prof.average:,.2f}")
+            ratio = amount / prof.average
+            yield alert("amount-spike", "alert", f"{amount:,.2f} is {ratio:,.1f}x the average {prof.average:,.2f}")
         new_device = device not in prof.devices
         hour = ts // 3_600_000 % 24  # UTC
         # in the order the rules arrived (the same in every key group, and after a restore)

@@ -20,7 +20,8 @@ class SeedJob:
     name: str
     seed: str
     description: str
-    build: Callable[[Any], Job]
+    #: ``build(generator)``, and for a job with rules also ``build(generator, rules=SOURCE)``
+    build: Callable[..., Job]
     #: generator settings this job needs to show something (e.g. fewer keys)
     defaults: dict[str, Any] = field(default_factory=dict)
     #: columns to rank the final results by, for the summary table: (order by, keep per key)
