@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -84,6 +85,10 @@ def explain_job(job_name: str, events: int, source_spec: str | None) -> None:
               "[the job's generator].")
 @click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
               help="Any other generator setting, e.g. --set users=50000 (repeatable; see the job's generator).")
+@click.option("--rules", "rules_spec", metavar="DIR|URL",
+              help="Jobs with rules (fraud-detection): a folder of JSON-lines rule files, read as files appear "
+              "(exactly-once), or socket://HOST:PORT (at-most-once) [.sparkstate/JOB/rules, started with the job's "
+              "default rules].")
 @click.option("--max-batch", type=click.IntRange(min=1), default=1_000_000, show_default=True,
               help="Most events per micro-batch.")
 @click.option("--checkpoint", "checkpoint_dir", metavar="DIR",
@@ -127,6 +132,7 @@ def run(
     seed: int | None,
     source_spec: str | None,
     settings: tuple[str, ...],
+    rules_spec: str | None,
     max_batch: int,
     checkpoint_dir: str | None,
     sink_spec: str | None,
@@ -155,18 +161,19 @@ def run(
 
     try:
         seed_job = get_job(job_name)
+        home = Path(".sparkstate") / job_name
+        rules = _rules_source(seed_job, rules_spec, home / "rules")
         # another source, another checkpoint: a checkpoint's offsets belong to its source
         if source_spec:
             _refuse_generator_options(ctx, source_spec)
             text_source = seed_job.text_source(source_spec)
-            job = seed_job.on_source(text_source)
+            job = seed_job.on_source(text_source, rules=rules)
             home = Path(".sparkstate") / f"{job_name}-{text_source.name}"
         else:
             job = seed_job.job(
-                events=events, rate=rate, merchants=merchants, payers=payers, seed=seed, max_batch=max_batch,
-                **_generator_settings(seed_job.generator, settings, seed_job.options),
+                rules=rules, events=events, rate=rate, merchants=merchants, payers=payers, seed=seed,
+                max_batch=max_batch, **_generator_settings(seed_job.generator, settings, seed_job.options),
             )
-            home = Path(".sparkstate") / job_name
         ckpt = checkpoint_dir or str(home / "checkpoint")
         # the default output belongs to the checkpoint: another checkpoint's batch ids start at 0
         # again, and Spark's file sink would drop them as written into a folder they share
@@ -193,15 +200,21 @@ def run(
             console.print(text(f"restoring savepoint {from_savepoint} into a new checkpoint"))
         elif allow_non_restored_state:
             raise JobDefinitionError("--allow-non-restored-state applies to a restore: add --from-savepoint PATH")
+        until = None
         if not source.bounded:
             console.print("the source has no end: Ctrl-C (or --timeout) stops the run, and the next run resumes")
+        elif rules is not None and job.connected is not None and not job.connected.source.bounded:
+            until = _until_events_read(source)
+            console.print("the rules have no end: the run stops once every event is read (rules read so far stay in "
+                          "the checkpoint, and rules that arrive later are read by the next run)")
         console.print("starting Spark (the first batch includes Spark's start-up)...")
         printer = None if quiet else ProgressPrinter(console, total_events=None if source_spec else events)
         with PeakMemory() as memory:
             # --fresh deletes only what sparkstate made for the job (its checkpoint, output folder and the
             # tables it created; a database's markers too, as the new checkpoint's batch ids start at 0 again),
             # under the checkpoint's lock, once the job is known to be well formed
-            result = job.run(checkpoint_dir=ckpt, on_progress=printer, timeout=timeout, log_file=home / "spark.log",
+            result = job.run(checkpoint_dir=ckpt, on_progress=printer, timeout=timeout, until=until,
+                             log_file=home / "spark.log",
                              fresh=fresh, on_notice=_notice, from_savepoint=from_savepoint,
                              allow_non_restored_state=allow_non_restored_state)
         result.peak_memory_bytes = memory.peak_bytes
@@ -227,6 +240,43 @@ def run(
         errors.print("interrupted: the checkpoint keeps every committed batch, and the next run resumes from it",
                      soft_wrap=True)
         sys.exit(130)
+
+
+def _rules_source(seed_job: Any, spec: str | None, default_dir: Path) -> Any:
+    """The rules source of a job with rules: ``--rules``, or the job's default rules folder
+    (created with the job's initial rules, one file each, when it does not exist yet)."""
+    import json
+
+    from sparkstate.errors import JobDefinitionError
+    from sparkstate.jobs.registry import rules_jobs
+
+    if seed_job.rules_source is None:
+        if spec is not None:
+            raise JobDefinitionError(f"--rules: job {seed_job.name!r} reads no rules; only {', '.join(rules_jobs())} do")
+        return None
+    if spec is None:
+        if not default_dir.exists():
+            staging = default_dir.with_name(default_dir.name + ".new")
+            staging.mkdir(parents=True, exist_ok=True)
+            for rule in seed_job.initial_rules:
+                (staging / f"{rule['rule_id']}.json").write_text(json.dumps(rule) + "\n")
+            staging.rename(default_dir)
+        spec = str(default_dir)
+    return seed_job.rules_source(spec)
+
+
+def _until_events_read(source: Any) -> Any:
+    """For a bounded source beside an unbounded one (rules): true once a micro-batch has read
+    every event of ``source``, the job's first input."""
+    from sparkstate.runtime.spark_sources import source_offset
+
+    end = source.end_offset(False)
+
+    def done(result: Any) -> bool:
+        sources = result.progress[-1].get("sources") if result.progress else None
+        return sources is not None and len(sources) > 0 and (source_offset(sources[0]) or 0) >= end
+
+    return done
 
 
 def _notice(message: str) -> None:

@@ -250,6 +250,138 @@ class UpiPayments(Generator):
         ]
 
 
+#: the kinds of fraud :class:`FraudPayments` injects, in the order its patterns draw them
+FRAUD_KINDS = ("velocity", "amount-spike", "new-device")
+#: payments in each kind's pattern; its last payment is the one that should raise the alert
+_FRAUD_LENGTH = (5, 4, 3)
+#: a pattern spans at most this much event time (plus the generator's disorder)
+FRAUD_SPAN_MS = 120_000
+
+
+@dataclass(frozen=True)
+class InjectedFraud:
+    """One injected fraud pattern: its kind, its payer (used by no other payment), and the
+    offset of the payment that completes it (the one whose alert is expected)."""
+
+    kind: str
+    payer_id: str
+    offset: int
+    #: offsets of all its payments, the last one included
+    offsets: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class FraudPayments(UpiPayments):
+    """UPI payments with known fraud patterns injected (seed 003 pattern 1, seed 004's rule).
+
+    ``fraud`` is the number of patterns per payment (0.001: one pattern per thousand payments).
+    Each pattern belongs to a payer of its own (``f000000042``, never drawn otherwise) and
+    overwrites a few payments of the underlying :class:`UpiPayments` stream, which are
+    otherwise the same events (the patterns draw from RNG streams of their own):
+
+    * ``velocity``: 5 payments within :data:`FRAUD_SPAN_MS` of event time (100-1,000 each);
+    * ``amount-spike``: 3 payments of 100-1,000 on one device, then one of 20-50 times their
+      average on the same device;
+    * ``new-device``: 2 payments of 1,000-10,000 on one device, then one above 50,000 from
+      another device (seed 004's "block any payment over 50,000 from a new device").
+
+    Deterministic: a pattern is a function of ``(seed, chunk)`` like every event, so a replay
+    gives the same patterns. :meth:`injected` lists them for a test.
+
+    Example::
+
+        >>> g = FraudPayments(events=100_000, fraud=0.001)
+        >>> sorted({f.kind for f in g.injected()})
+        ['amount-spike', 'new-device', 'velocity']
+    """
+
+    fraud: float = 0.001
+
+    title = "UPI payment generator with injected fraud"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 <= self.fraud <= 0.02:
+            raise JobDefinitionError(
+                f"fraud must be between 0 and 0.02 patterns per payment (each needs room for its payments), got {self.fraud}"
+            )
+
+    def _shape(self) -> str:
+        return f"{super()._shape()}, {self.fraud:g} fraud patterns per payment"
+
+    def _patterns(self, c: int) -> list[tuple[int, int, np.ndarray]]:
+        """The patterns of chunk ``c``: ``(number, kind, positions in the chunk)``."""
+        n = round(self.fraud * CHUNK)
+        if n == 0:
+            return []
+        rng = np.random.default_rng([self.seed, c, 0xF4A0D])
+        slot = CHUNK // n
+        ms_per_event = 1000.0 / self.events_per_second
+        gap = max(1, min(slot // 5, int(FRAUD_SPAN_MS / ms_per_event) // 5))
+        out = []
+        for i in range(n):
+            kind = int(rng.integers(0, len(FRAUD_KINDS)))
+            length = _FRAUD_LENGTH[kind]
+            start = i * slot + int(rng.integers(0, slot - (length - 1) * gap))
+            out.append((c * n + i, kind, start + gap * np.arange(length)))
+        return out
+
+    def _chunk(self, c: int) -> dict[str, np.ndarray]:
+        values = super()._chunk(c)
+        patterns = self._patterns(c)
+        fraud_payer = np.full(CHUNK, -1, np.int64)
+        amount, device = values["amount"].copy(), values["device"].copy()
+        rng = np.random.default_rng([self.seed, c, 0xF4A0E])
+        for number, kind, pos in patterns:
+            fraud_payer[pos] = number
+            home = int(rng.integers(0, len(DEVICES)))
+            device[pos] = home
+            if FRAUD_KINDS[kind] == "velocity":
+                amount[pos] = rng.uniform(100.0, 1000.0, len(pos))
+            elif FRAUD_KINDS[kind] == "amount-spike":
+                history = rng.uniform(100.0, 1000.0, 3)
+                amount[pos] = [*history, np.mean(np.round(history, 2)) * rng.uniform(20.0, 50.0)]
+            else:
+                amount[pos] = [*rng.uniform(1000.0, 10_000.0, 2), rng.uniform(50_001.0, 150_000.0)]
+                device[pos[-1]] = (home + 1 + int(rng.integers(0, len(DEVICES) - 1))) % len(DEVICES)
+        values["amount"] = np.round(amount, 2)
+        values["device"] = device
+        values["fraud_payer"] = fraud_payer
+        return values
+
+    def _columns(self, v: dict[str, np.ndarray], event_ms: np.ndarray) -> list[pa.Array]:
+        import pyarrow.compute as pc
+
+        columns = super()._columns(v, event_ms)
+        mask = v["fraud_payer"] >= 0
+        if mask.any():
+            numbers = v["fraud_payer"][mask]
+            columns[1] = pc.replace_with_mask(columns[1], pa.array(mask), pa.array(fraud_payer_ids(numbers)))
+        return columns
+
+    def injected(self, start: int = 0, end: int | None = None) -> list[InjectedFraud]:
+        """The patterns whose completing payment is among offsets ``[start, end)`` (default:
+        every event), in offset order."""
+        stop = self.events if end is None else end
+        if stop is None:
+            raise JobDefinitionError("FraudPayments is unbounded (events=None): pass end=... to injected")
+        if self.events is not None:
+            stop = min(stop, self.events)
+        found = []
+        for c in range(start // CHUNK, (stop + CHUNK - 1) // CHUNK):
+            for number, kind, pos in self._patterns(c):
+                offsets = tuple(int(c * CHUNK + p) for p in pos)
+                if start <= offsets[-1] < stop:
+                    found.append(InjectedFraud(FRAUD_KINDS[kind], str(fraud_payer_ids(np.array([number]))[0]),
+                                               offsets[-1], offsets))
+        return found
+
+
+def fraud_payer_ids(numbers: np.ndarray) -> np.ndarray:
+    """The payer ids of injected patterns: ``f`` and a 9-digit number, apart from ``p...``."""
+    return np.char.add("f", np.char.zfill(numbers.astype(str), 9))
+
+
 @dataclass(frozen=True)
 class TaxiRides(Generator):
     """NYC-style taxi rides (seed 000): pickup time, pickup and drop-off zone (1-265), fare.
@@ -359,4 +491,4 @@ class ClickEvents(Generator):
 
 
 #: every generator by class name (how a Spark data source and a checkpoint name them)
-GENERATORS: dict[str, type[Generator]] = {g.__name__: g for g in (UpiPayments, TaxiRides, ClickEvents)}
+GENERATORS: dict[str, type[Generator]] = {g.__name__: g for g in (UpiPayments, TaxiRides, ClickEvents, FraudPayments)}

@@ -20,7 +20,8 @@ class SeedJob:
     name: str
     seed: str
     description: str
-    build: Callable[[Any], Job]
+    #: ``build(generator)``, and for a job with rules also ``build(generator, rules=SOURCE)``
+    build: Callable[..., Job]
     #: generator settings this job needs to show something (e.g. fewer keys)
     defaults: dict[str, Any] = field(default_factory=dict)
     #: columns to rank the final results by, for the summary table: (order by, keep per key)
@@ -33,10 +34,16 @@ class SeedJob:
     options: dict[str, Any] = field(default_factory=dict)
     #: the generator of a second input the job derives from its own (a join's other side)
     second: type[Generator] | None = None
+    #: a job with a rules input (``sparkstate run JOB --rules DIR``): the rules' columns, the
+    #: rules a new rules folder starts with, and how a CLI string becomes a rules source;
+    #: ``build`` then takes ``rules=SOURCE`` (None: its own default rules)
+    rules_schema: str | None = None
+    initial_rules: tuple[dict[str, Any], ...] = ()
+    rules_source: Callable[[str], Any] | None = None
 
-    def job(self, **generator: Any) -> Job:
+    def job(self, rules: Any = None, **generator: Any) -> Job:
         """The job on its generator with ``self.defaults`` overridden by ``generator`` (and
-        any of the job's ``options``)."""
+        any of the job's ``options``; for a job with rules, reading ``rules``: a source spec)."""
         given = {k: v for k, v in generator.items() if v is not None}
         options = {**self.options, **{k: given.pop(k) for k in list(given) if k in self.options}}
         settings = {**self.defaults, **given}
@@ -48,12 +55,16 @@ class SeedJob:
                 f"job {self.name!r} reads {self.generator.__name__}, which has no setting {', '.join(map(repr, unknown))}; "
                 f"its settings: {', '.join(known)}{own}"
             )
-        return self.build(self.generator(**settings), **options)
+        if rules is None:
+            return self.build(self.generator(**settings), **options)
+        if self.rules_schema is None:
+            raise JobDefinitionError(f"job {self.name!r} reads no rules; only {', '.join(rules_jobs())} take --rules")
+        return self.build(self.generator(**settings), rules=rules, **options)
 
-    def on_source(self, source: Any) -> Job:
+    def on_source(self, source: Any, rules: Any = None) -> Job:
         """The job reading ``source`` instead of its generator; the events must have the
         generator's columns, and keep its watermark strategy."""
-        job = self.job()
+        job = self.job(rules=rules)
         return job.source(source, watermark=job.watermark)
 
     def text_source(self, spec: str) -> TextLines:
@@ -79,12 +90,18 @@ _MODULES = [
     "hot_items",
     "enrich",
     "click_purchase",
+    "fraud_detection",
 ]
 
 JOBS: dict[str, SeedJob] = {}
 for _m in _MODULES:
     _job: SeedJob = importlib.import_module(f"sparkstate.jobs.{_m}").SEED_JOB
     JOBS[_job.name] = _job
+
+
+def rules_jobs() -> list[str]:
+    """The jobs that read rules (``--rules``)."""
+    return [name for name, job in JOBS.items() if job.rules_schema is not None]
 
 
 def get_job(name: str) -> SeedJob:
