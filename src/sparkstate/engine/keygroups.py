@@ -105,35 +105,47 @@ class GroupMeta:
     #: the Spark timer currently registered to wake this group, if any
     wake: int | None = None
     version: int = LAYOUT_VERSION
+    #: TTL cleanup (``engine/ttl.py``): where the incremental cleanup goes on, as
+    #: ``(bucket, offset in the bucket)``, and when the group is next swept whole
+    ttl_cursor: tuple[int, int] = (0, 0)
+    sweep_at: int | None = None
 
     def dumps(self) -> bytes:
-        return pickle.dumps(
-            (self.version, self.n_buckets, self.n_keys, self.event_min, self.proc_min, self.wake),
-            protocol=PICKLE_PROTOCOL,
-        )
+        fields: tuple[Any, ...] = (self.version, self.n_buckets, self.n_keys, self.event_min, self.proc_min, self.wake)
+        if self.ttl_cursor != (0, 0) or self.sweep_at is not None:
+            # only groups of TTL'd state carry these: every other meta keeps its bytes
+            fields += (self.ttl_cursor, self.sweep_at)
+        return pickle.dumps(fields, protocol=PICKLE_PROTOCOL)
 
     @staticmethod
     def loads(blob: bytes | None) -> GroupMeta:
         if not blob:
             return GroupMeta()
-        version, n_buckets, n_keys, event_min, proc_min, wake = pickle.loads(blob)
+        fields = pickle.loads(blob)
+        version = fields[0]
         if version != LAYOUT_VERSION:
             raise CheckpointMismatchError(
                 f"the checkpoint's state is in layout version {version}, which this version of sparkstate "
                 f"does not read (it reads {LAYOUT_VERSION}); run the sparkstate version that wrote it, or start "
                 "from a new checkpoint directory"
             )
-        return GroupMeta(n_buckets, n_keys, event_min, proc_min, wake, version)
+        _, n_buckets, n_keys, event_min, proc_min, wake = fields[:6]
+        # metas written before TTL cleanup existed have six fields
+        cursor, sweep_at = fields[6:8] if len(fields) >= 8 else ((0, 0), None)
+        return GroupMeta(n_buckets, n_keys, event_min, proc_min, wake, version, tuple(cursor), sweep_at)
 
     def next_wake(self, processing_time: int) -> int | None:
         """When Spark should call this group next though no input arrives for it.
 
-        Processing-time timers wake it at their time. Event-time timers depend on a watermark
-        that only moves between batches, so a group holding any is polled every batch.
+        Processing-time timers wake it at their time, and so does a due TTL sweep
+        (``sweep_at``). Event-time timers depend on a watermark that only moves between
+        batches, so a group holding any is polled every batch.
         """
         candidates = list(self.proc_min.values())
         if self.event_min:
             candidates.append(processing_time + 1)
+        if self.sweep_at is not None:
+            candidates.append(max(self.sweep_at, processing_time + 1))
         return min(candidates) if candidates else None
 
 
@@ -175,6 +187,18 @@ class KeyGroupStore:
         if rec is None:
             rec = bucket[key] = {}
         return rec
+
+    def segments(self) -> int:
+        """The group's buckets, as the TTL cleanup walks them (``engine/ttl.py``)."""
+        return self.meta.n_buckets
+
+    def segment(self, b: int) -> dict[Any, Record]:
+        return self.bucket(b)
+
+    def adopt(self, b: int, key: Any, rec: Record) -> None:
+        """Write ``key``'s record (in bucket ``b``) back at :meth:`flush` though the batch did not
+        touch it (the TTL cleanup changed it)."""
+        self._bucket_of_key[key] = b
 
     def due_candidates(self, watermark: int, processing_time: int) -> list[tuple[Any, Record]]:
         """Records of every bucket whose earliest timer is due."""

@@ -53,7 +53,9 @@ def uses_end_marker(job: Job, fn: KeyedProcessFunction) -> bool:
     return job.source_spec.has_end_marker and type(fn).defines_on_timer()
 
 
-def operator_spec(job: Job, fn: KeyedProcessFunction, output_arrow: Any) -> Any:
+def operator_spec(job: Job, fn: KeyedProcessFunction, output_arrow: Any, descriptors: Any = ()) -> Any:
+    """The operator's spec; ``descriptors`` (the function's declared state) tell whether any
+    state has a TTL, whose clock and background sweep need Spark's processing-time mode."""
     from sparkstate.runtime.spark_processor import OperatorSpec
 
     marker = uses_end_marker(job, fn)
@@ -68,6 +70,7 @@ def operator_spec(job: Job, fn: KeyedProcessFunction, output_arrow: Any) -> Any:
         end_watermark=END_OF_INPUT_MS - watermark_delay_ms(job) if marker else None,
         side_outputs=job.side_output_names,
         timestamp_assigner=job.watermark.timestamp_assigner if job.watermark else None,
+        ttl=any(getattr(d, "ttl_config", None) is not None for d in descriptors),
     )
 
 

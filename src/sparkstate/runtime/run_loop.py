@@ -151,7 +151,7 @@ def _run_locked(
     descriptors = KeyedOperator(copy.deepcopy(function), job.key_columns).open()
     result = RunResult(job=job.name, checkpoint_dir=checkpoint.root)
     # resolving the output's Arrow schema needs Spark: it comes once Spark runs
-    spec = operator_spec(job, function, output_arrow=None)
+    spec = operator_spec(job, function, output_arrow=None, descriptors=descriptors)
     spark = spark or active_session()
     if job.settings.parallelism:
         partitions = job.settings.parallelism

@@ -55,6 +55,7 @@ from sparkstate.engine.keygroups import (
 )
 from sparkstate.engine.operator import Events, KeyedOperator, timer_minimums
 from sparkstate.engine.output import arrow_table
+from sparkstate.engine.ttl import TtlCleanup
 from sparkstate.fault_points import STATE_UPDATED, fault_point
 
 #: side rows: the side output's name, and the row pickled (main rows have nulls here)
@@ -93,6 +94,9 @@ class OperatorSpec:
     restore: Any = None
     #: a restored run: the watermark (Spark's, ms) the savepoint's next batch would have run with
     restored_watermark_ms: int = 0
+    #: some state has a TTL: its clock is the batch's processing time, and idle key groups are
+    #: woken for the background sweep (``engine/ttl.py``)
+    ttl: bool = False
 
     @property
     def output_ddl(self) -> str:
@@ -103,8 +107,8 @@ class OperatorSpec:
 
     @property
     def needs_clock(self) -> bool:
-        """Timers or a watermark are in play, so Spark must run in processing-time mode."""
-        return self.event_time or type(self.fn).defines_on_timer()
+        """Timers, a watermark or a TTL are in play, so Spark must run in processing-time mode."""
+        return self.event_time or self.ttl or type(self.fn).defines_on_timer()
 
     @property
     def time_mode(self) -> str:
@@ -193,7 +197,7 @@ class KeyGroupRunner:
             spec.fn, spec.key_columns, spec.timestamp_column, event_time=spec.event_time,
             timestamp_assigner=spec.timestamp_assigner,
         )
-        self.op.open()
+        self.cleanup = TtlCleanup(self.op.open())
 
     def run(
         self, events: Events, watermark: int, now: int, state: GroupState, expired: int | None = None,
@@ -212,7 +216,10 @@ class KeyGroupRunner:
             op.begin_batch(watermark, now, store.record_for)
             rows = op.run_batch(events, store.due_candidates(watermark, now))
             side = op.take_side()
-            writes = store.flush(op.take_touched())
+            touched = op.take_touched()
+            if self.cleanup:
+                self.cleanup.run_group(store, meta, meta.n_keys, touched, len(events), now, watermark, store.adopt)
+            writes = store.flush(touched)
             state.schedule(meta, now, expired)
             dumped = meta.dumps()
             state.write(writes, dumped if dumped != stored else None)  # meta rarely changes
