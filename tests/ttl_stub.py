@@ -1,7 +1,8 @@
 """Tiny TTL'd state handles for tests, until the real ones (``api/state_ttl.py``) exist: they
 write the stored representation fixed in ``api/ttl.py`` (``(value, last_access_ms)``, lists of
-such pairs, dicts of them) at the batch's processing time, refreshed on write only
-(``OnCreateAndWrite``). Reads leave expired entries out, as ``NeverReturnExpired`` does."""
+such pairs, dicts of them) at the batch's processing time (event time: the element's time, or
+the watermark), refreshed on write only (``OnCreateAndWrite``). Reads leave expired entries
+out, as ``NeverReturnExpired`` does."""
 
 from __future__ import annotations
 
@@ -22,12 +23,18 @@ class _Stub:
         self.scope = ctx._scope
         self.name = desc.name
         self.ttl = desc.ttl_config.ttl_ms  # type: ignore[union-attr]
+        self.event_time = desc.ttl_config.event_time  # type: ignore[union-attr]
 
     def _now(self) -> int:
-        return self.scope.processing_time
+        """The time a write stamps."""
+        scope = self.scope
+        if self.event_time:
+            return scope.timestamp if scope.timestamp is not None else scope.watermark
+        return scope.processing_time
 
     def _live(self, ts: int) -> bool:
-        return ts + self.ttl > self._now()
+        now = self.scope.watermark if self.event_time else self.scope.processing_time
+        return ts + self.ttl > now
 
 
 class TtlValue(_Stub):
