@@ -68,6 +68,7 @@ _MODULES = [
     "taxi_zone_revenue",
     "sessions",
     "hot_items",
+    "dedup",
 ]
 
 JOBS: dict[str, SeedJob] = {}
