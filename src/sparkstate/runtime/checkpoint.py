@@ -60,7 +60,7 @@ def job_metadata(job: Any, spec: Any, descriptors: list, settings: dict, path: s
     ttl = {d.name: config_to_json(d.ttl_config) for d in descriptors if getattr(d, "ttl_config", None) is not None}
     if ttl:
         # what a savepoint taken from the checkpoint (without the job) needs to leave expired entries out
-        meta["ttl"] = ttl
+        meta["state_ttl_configs"] = ttl
     return meta
 
 

@@ -14,10 +14,12 @@ none of them, so a restart replays it whole. The job's
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from sparkstate.api.functions import KeyedProcessFunction
 from sparkstate.api.job import JobDescription as Job
+from sparkstate.api.state import StateDescriptor
 from sparkstate.engine.events import END_OF_INPUT_MS
 from sparkstate.errors import JobDefinitionError
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
@@ -53,12 +55,21 @@ def uses_end_marker(job: Job, fn: KeyedProcessFunction) -> bool:
     return job.source_spec.has_end_marker and type(fn).defines_on_timer()
 
 
-def operator_spec(job: Job, fn: KeyedProcessFunction, output_arrow: Any, descriptors: Any = ()) -> Any:
-    """The operator's spec; ``descriptors`` (the function's declared state) tell whether any
-    state has a TTL, whose clock and background sweep need Spark's processing-time mode."""
+def operator_spec(job: Job, fn: KeyedProcessFunction, output_arrow: Any, descriptors: Sequence[StateDescriptor] = ()) -> Any:
+    """The Spark side's spec of ``job``; ``descriptors``: the state the function declared in
+    its ``open`` (one with a TTL puts Spark in processing-time mode: see ``OperatorSpec.state_ttl``)."""
     from sparkstate.runtime.spark_processor import OperatorSpec
 
     marker = uses_end_marker(job, fn)
+    event_time = job.watermark is not None or marker
+    for d in descriptors:
+        if d.ttl_config is not None and d.ttl_config.event_time and not event_time:
+            raise JobDefinitionError(
+                f"job {job.name!r}: state {d.name!r} ({d.describe()}) has an event-time TTL, measured against the "
+                "watermark, and the job has none, so its entries would never expire. Give the source a watermark "
+                "(Job.source(..., watermark=WatermarkStrategy.for_bounded_out_of_orderness(...)"
+                ".with_timestamp_column(...))), or use a processing-time TTL"
+            )
     return OperatorSpec(
         fn=fn,
         key_columns=job.key_columns,
@@ -66,11 +77,11 @@ def operator_spec(job: Job, fn: KeyedProcessFunction, output_arrow: Any, descrip
         output=job.output,  # type: ignore[arg-type]
         output_arrow=output_arrow,
         bucket_size=job.settings.bucket_size,
-        event_time=job.watermark is not None or marker,
+        event_time=event_time,
         end_watermark=END_OF_INPUT_MS - watermark_delay_ms(job) if marker else None,
         side_outputs=job.side_output_names,
         timestamp_assigner=job.watermark.timestamp_assigner if job.watermark else None,
-        ttl=any(getattr(d, "ttl_config", None) is not None for d in descriptors),
+        state_ttl=any(d.ttl_config is not None for d in descriptors),
     )
 
 

@@ -134,7 +134,7 @@ SnapshotCleanup = tuple[dict[str, dict], int, "int | None"]
 
 def snapshot_cleanup(job_meta: dict, processing_time: int | None, watermark_ms: int | None) -> SnapshotCleanup | None:
     """The savepoint's TTL cleanup for a checkpoint's job, or None when no state asks for it."""
-    ttl = {n: c for n, c in (job_meta.get("ttl") or {}).items() if c.get("cleanup_full_snapshot")}
+    ttl = {n: c for n, c in (job_meta.get("state_ttl_configs") or {}).items() if c.get("cleanup_full_snapshot")}
     if not ttl or processing_time is None:
         return None
     # Spark's watermark starts at 0: until it passes the epoch there is none (KeyGroupRunner.watermark)

@@ -94,9 +94,10 @@ class OperatorSpec:
     restore: Any = None
     #: a restored run: the watermark (Spark's, ms) the savepoint's next batch would have run with
     restored_watermark_ms: int = 0
-    #: some state has a TTL: its clock is the batch's processing time, and idle key groups are
-    #: woken for the background sweep (``engine/ttl.py``)
-    ttl: bool = False
+    #: a state has a time-to-live: its expiry needs the batch's processing time, which Spark
+    #: gives (and records in its offset log, so a replayed batch sees it again) only in
+    #: processing-time mode; otherwise the processor falls back to the wall clock
+    state_ttl: bool = False
 
     @property
     def output_ddl(self) -> str:
@@ -107,8 +108,8 @@ class OperatorSpec:
 
     @property
     def needs_clock(self) -> bool:
-        """Timers, a watermark or a TTL are in play, so Spark must run in processing-time mode."""
-        return self.event_time or self.ttl or type(self.fn).defines_on_timer()
+        """Timers, a watermark or state TTL are in play, so Spark must run in processing-time mode."""
+        return self.event_time or self.state_ttl or type(self.fn).defines_on_timer()
 
     @property
     def time_mode(self) -> str:
