@@ -91,7 +91,11 @@ def _run_sparkstate(spark, events: int, keys: int, max_batch: int, backend: str,
         job = Job("running-sum-ttl").source(job.source_spec).key_by("merchant_id").process(
             _TtlRunningSum.make(), output_schema=SUM_OUTPUT)
     job = job.sink(NoopSink()).with_settings(state_backend=backend, key_groups=key_groups, trigger_interval="0 seconds")
-    result = job.run(checkpoint_dir=ckpt, spark=spark)
+    return _figures(job.run(checkpoint_dir=ckpt, spark=spark))
+
+
+def _figures(result) -> dict:
+    """What a throughput row shows of a sparkstate run."""
     return {
         "events": result.events,
         "seconds": result.seconds,
@@ -204,15 +208,7 @@ def _run_dedup(spark, events: int, max_batch: int, key_groups: int, ckpt: Path) 
 
     source = UpiTransactions(events=events, duplicates=0.05, max_batch=max_batch, seed=11)
     job = build(source).sink(NoopSink()).with_settings(key_groups=key_groups, trigger_interval="0 seconds")
-    result = job.run(checkpoint_dir=ckpt, spark=spark)
-    return {
-        "events": result.events,
-        "seconds": result.seconds,
-        "batches": result.batches,
-        "steady": result.steady_events_per_second,
-        "first_batch": result.first_batch_seconds,
-        "state_keys": count_keys(spark, ckpt, "rocksdb"),
-    }
+    return {**_figures(job.run(checkpoint_dir=ckpt, spark=spark)), "state_keys": count_keys(spark, ckpt, "rocksdb")}
 
 
 def child_throughput(args: argparse.Namespace) -> dict:

@@ -33,7 +33,9 @@ TTL = timedelta(hours=24)
 CLEANUP_SIZE = 2
 
 
-def seen_descriptor(ttl: Duration = TTL, event_time: bool = False, cleanup_size: int = CLEANUP_SIZE) -> ValueStateDescriptor[bool]:
+def seen_descriptor(
+    ttl: Duration = TTL, event_time: bool = False, cleanup_size: int = CLEANUP_SIZE
+) -> ValueStateDescriptor[bool]:
     """The seen-flag's descriptor: a TTL, incremental cleanup per element, background sweep (default)."""
     builder = StateTtlConfig.new_builder(ttl).cleanup_incrementally(cleanup_size, run_cleanup_for_every_record=True)
     if event_time:

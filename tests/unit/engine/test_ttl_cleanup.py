@@ -18,7 +18,7 @@ from ttl_stub import stub_for
 from sparkstate.api.functions import MIN_WATERMARK, KeyedProcessFunction
 from sparkstate.api.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 from sparkstate.api.ttl import StateTtlConfig
-from sparkstate.engine.keygroups import GroupMeta, KeyGroupStore, dumps_state
+from sparkstate.engine.keygroups import GroupMeta, KeyGroupStore
 from sparkstate.engine.ttl import TtlCleanup, config_from_json, config_to_json, expire_record, walk_keys
 from sparkstate.testing import KeyedHarness
 
