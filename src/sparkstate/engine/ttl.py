@@ -184,6 +184,14 @@ class TtlCleanup:
     def holds_swept_state(self, rec: Record) -> bool:
         return any(name in rec for name in self.background)
 
+    def first_sweep(self, records: Iterable[Record], processing_time: int) -> int | None:
+        """When a key group holding ``records`` that was never swept (restored from a
+        savepoint, say) is swept first: one interval from now if any holds such state."""
+        interval = self.sweep_interval_ms
+        if interval is None or not any(self.holds_swept_state(r) for r in records):
+            return None
+        return processing_time + interval
+
     def run_group(
         self,
         group: Segmented,
@@ -232,8 +240,8 @@ class TtlCleanup:
                         changed(b, key, rec)
                 stats.checked = len(walked)
                 meta.ttl_cursor = next_offset(cursor, walked)
-        if interval is not None and meta.sweep_at is None and any(self.holds_swept_state(r) for r in touched.values()):
-            meta.sweep_at = processing_time + interval
+        if meta.sweep_at is None:
+            meta.sweep_at = self.first_sweep(touched.values(), processing_time)
         return stats
 
     def snapshot_filter(

@@ -210,7 +210,7 @@ class KeyGroupRunner:
         try:
             stored = state.read_meta()
             if restore and stored is None:
-                stored = self._restore(restore, state)
+                stored = self._restore(restore, state, now)
             meta = GroupMeta.loads(stored)
             store = KeyGroupStore(meta, state.read_bucket, self.spec.bucket_size)
             op = self.op
@@ -234,7 +234,7 @@ class KeyGroupRunner:
         finally:
             gc.enable()
 
-    def _restore(self, blobs: list[bytes], state: GroupState) -> bytes:
+    def _restore(self, blobs: list[bytes], state: GroupState, now: int | None = None) -> bytes:
         """Write the group's records from the savepoint into the (empty) state store, laid out
         in buckets as this run's bucket size wants; the meta entry written is returned.
 
@@ -252,6 +252,8 @@ class KeyGroupRunner:
         records = {key: rec for key, rec in records.items() if rec}  # as flush drops empty records
         meta = GroupMeta(n_keys=len(records))
         meta.n_buckets = n = max(1, -(-len(records) // self.spec.bucket_size))
+        if now is not None:  # restored TTL'd state is swept too, one interval from now
+            meta.sweep_at = self.cleanup.first_sweep(records.values(), now)
         buckets: dict[int, dict[Any, Record]] = {}
         for key, rec in records.items():
             b = bucket_address(bucket_hash(key), n)

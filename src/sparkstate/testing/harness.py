@@ -189,14 +189,16 @@ class KeyedHarness:
         cleanup = self.ttl_cleanup
         group_of = self._group_of
         groups = self._ttl_groups
+        now, watermark = self.processing_time, self.operator.scope.watermark
         if groups is None:  # first use (after a restore, say): index the records by key group
             groups = self._ttl_groups = {}
             for key in self.records:
                 groups.setdefault(group_of(key), _TtlGroup(self.records)).note(key, True)
+            for group in groups.values():  # restored TTL'd state is swept too
+                group.sweep_at = cleanup.first_sweep(group.segment(0).values(), now)
         runs: dict[int, dict[Any, Record]] = {}
         for key, rec in touched.items():
             runs.setdefault(group_of(key), {})[key] = rec
-        now, watermark = self.processing_time, self.operator.scope.watermark
         for kg, group in groups.items():
             if kg not in runs and group.sweep_at is not None and group.sweep_at <= now:
                 runs[kg] = {}

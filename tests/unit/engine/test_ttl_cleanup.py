@@ -352,3 +352,69 @@ def test_without_snapshot_cleanup_a_savepoint_keeps_expired_entries(tmp_path):
     _load(h, 10)
     h.advance_processing_time(5_000)
     assert h.savepoint(tmp_path / "sp")["keys"] == 10
+
+
+def test_a_restored_harness_sweeps_the_restored_state(tmp_path):
+    h = KeyedHarness(Writes(ttl(interval=5_000)), key_by="key", processing_time=1_000, key_groups=4)
+    _load(h, 20)
+    h.savepoint(tmp_path / "sp")
+    restored = KeyedHarness.from_savepoint(tmp_path / "sp", Writes(ttl(interval=5_000)), "key")
+    restored.advance_processing_time(2_000)  # the restored groups' first sweep: one interval from here
+    assert len(restored.records) == 20
+    restored.advance_processing_time(7_000)
+    assert restored.records == {}
+
+
+# --------------------------------------------------------------------------- savepoints taken from a checkpoint
+
+
+def test_a_checkpoint_records_ttl_configs_and_its_savepoint_files_leave_expired_entries_out():
+    from types import SimpleNamespace
+
+    from sparkstate.runtime.checkpoint import job_metadata
+    from sparkstate.runtime.savepoints import _group_frame, snapshot_cleanup
+    from sparkstate.savepoint.format import read_table, table_to_records
+
+    snap = ValueStateDescriptor("v", int).enable_time_to_live(ttl(snapshot=True))
+    kept = ListStateDescriptor("l", int).enable_time_to_live(ttl())
+    plain = ValueStateDescriptor("plain", int)
+    job = SimpleNamespace(name="j", source_spec=SimpleNamespace(identity=lambda: {}), settings=SimpleNamespace(
+        key_groups=4, state_backend="rocksdb"), window_assigner=None)
+    spec = SimpleNamespace(fn=Writes(ttl()), key_columns=("key",), bucket_size=8, time_mode="ProcessingTime")
+    meta = job_metadata(job, spec, [snap, kept, plain], {}, "python")
+    assert set(meta["state_ttl_configs"]) == {"v", "l"}
+    assert "state_ttl_configs" not in job_metadata(job, spec, [plain], {}, "python")  # no TTL: as before
+
+    records = {"a": {"v": (1, 0), "l": [(1, 0)]}, "b": {"v": (2, 900)}, "c": {"v": (3, 0)}, "d": {"plain": 4}}
+    blob = pickle.dumps(records)
+    assert snapshot_cleanup(meta, None, None) is None  # no processing time: nothing to judge by
+    expire = snapshot_cleanup(meta, 1_500, 0)
+    frame = _group_frame(3, [blob], ["l", "plain", "v"], expire)
+    saved = dict(table_to_records(read_table(frame["data"][0])))
+    # v expired at 1,000 where written at 0: left out, and "c" with it; l has no snapshot cleanup
+    assert saved == {"a": {"l": [(1, 0)]}, "b": {"v": (2, 900)}, "d": {"plain": 4}}
+    assert int(frame["keys"][0]) == 3
+
+
+def test_a_key_group_restored_on_spark_is_swept_one_interval_later():
+    from types import SimpleNamespace
+
+    from sparkstate.runtime.spark_processor import KeyGroupRunner
+
+    class Plan:
+        def records(self, blob):
+            return [("a", {"v": (1, 0)}), ("b", {"plain": 2})]
+
+    class Written:
+        def write(self, buckets, meta):
+            self.meta = meta
+
+    cleanup = TtlCleanup([ValueStateDescriptor("v", int).enable_time_to_live(ttl(interval=700))])
+    runner = SimpleNamespace(spec=SimpleNamespace(restore=Plan(), bucket_size=8), cleanup=cleanup)
+    written = Written()
+    KeyGroupRunner._restore(runner, [b"group"], written, 5_000)  # type: ignore[arg-type]
+    meta = GroupMeta.loads(written.meta)
+    assert meta.sweep_at == 5_700 and meta.next_wake(5_000) == 5_700
+    plain = SimpleNamespace(spec=runner.spec, cleanup=TtlCleanup([]))
+    KeyGroupRunner._restore(plain, [b"group"], written, 5_000)  # type: ignore[arg-type]
+    assert GroupMeta.loads(written.meta).sweep_at is None
