@@ -32,6 +32,7 @@ from itertools import islice
 from typing import Any, Protocol
 
 from sparkstate.api.state import Record, StateDescriptor
+from sparkstate.api.time import MIN_WATERMARK
 from sparkstate.api.ttl import StateTtlConfig, StateVisibility, TtlTimeCharacteristic, UpdateType, ttl_now
 
 __all__ = ["TtlCleanup", "cleanup_from_json", "config_from_json", "config_to_json", "expire_record", "walk_keys"]
@@ -251,7 +252,8 @@ class TtlCleanup:
         ``cleanup_full_snapshot`` left out (records left empty dropped); None: keep all."""
         if not self.snapshot or processing_time is None:
             return None
-        limits = _limits(self.snapshot, processing_time, watermark if watermark is not None else processing_time)
+        # no watermark yet: an event-time TTL expires nothing (Flink's Long.MIN_VALUE)
+        limits = _limits(self.snapshot, processing_time, watermark if watermark is not None else MIN_WATERMARK)
 
         def records(pairs: Iterable[tuple[Any, Record]]) -> Iterator[tuple[Any, Record]]:
             for key, rec in pairs:
