@@ -93,6 +93,11 @@ def bucket_address(h: int, n_buckets: int) -> int:
     return addr
 
 
+#: where a meta entry's TTL cleanup fields start: after the six base fields and the slot of the
+#: group's broadcast state reference (a seventh field that older metas may or may not have)
+_TTL_FIELDS = 7
+
+
 @dataclass
 class GroupMeta:
     """What a key group remembers besides its buckets."""
@@ -113,8 +118,9 @@ class GroupMeta:
     def dumps(self) -> bytes:
         fields: tuple[Any, ...] = (self.version, self.n_buckets, self.n_keys, self.event_min, self.proc_min, self.wake)
         if self.ttl_cursor != (0, 0) or self.sweep_at is not None:
-            # only groups of TTL'd state carry these: every other meta keeps its bytes
-            fields += (self.ttl_cursor, self.sweep_at)
+            # only groups of TTL'd state carry these, after a slot kept for the group's broadcast
+            # state reference (``_TTL_FIELDS``): every other meta keeps its bytes
+            fields += (None, self.ttl_cursor, self.sweep_at)
         return pickle.dumps(fields, protocol=PICKLE_PROTOCOL)
 
     @staticmethod
@@ -130,8 +136,8 @@ class GroupMeta:
                 "from a new checkpoint directory"
             )
         _, n_buckets, n_keys, event_min, proc_min, wake = fields[:6]
-        # metas written before TTL cleanup existed have six fields
-        cursor, sweep_at = fields[6:8] if len(fields) >= 8 else ((0, 0), None)
+        # metas written before TTL cleanup existed have six fields (seven with a broadcast reference)
+        cursor, sweep_at = fields[_TTL_FIELDS:_TTL_FIELDS + 2] if len(fields) >= _TTL_FIELDS + 2 else ((0, 0), None)
         return GroupMeta(n_buckets, n_keys, event_min, proc_min, wake, version, tuple(cursor), sweep_at)
 
     def next_wake(self, processing_time: int) -> int | None:

@@ -108,6 +108,11 @@ def test_group_meta_of_a_job_without_ttl_keeps_its_bytes_and_old_metas_load():
     assert loaded == meta and loaded.ttl_cursor == (0, 0) and loaded.sweep_at is None
     meta.ttl_cursor, meta.sweep_at = (2, 17), 12_345
     assert GroupMeta.loads(meta.dumps()) == meta
+    # a meta with a seventh field (a broadcast state reference) and no TTL fields loads too
+    seven = pickle.dumps((meta.version, 3, 40, {1: 5}, {2: 9}, 9, "ref"), protocol=5)
+    assert GroupMeta.loads(seven).ttl_cursor == (0, 0) and GroupMeta.loads(seven).sweep_at is None
+    # and the TTL fields come after that slot, where a reader of the seven fields looks no further
+    assert pickle.loads(meta.dumps())[6:] == (None, (2, 17), 12_345)
 
 
 def test_a_due_sweep_wakes_an_idle_group():
