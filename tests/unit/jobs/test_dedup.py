@@ -128,3 +128,28 @@ def test_dedup_state_stops_growing_once_the_ttl_horizon_is_reached():
     assert max(horizon) <= 2 * max(alive[12:])
     assert max(sizes[20:]) <= 1.1 * max(sizes[12:20])
     assert sizes[-1] < len(unique_transactions(events)) / 2
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def test_the_command_line_runs_dedup_with_duplicates(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from sparkstate.cli import main
+    from sparkstate.job import Job
+
+    def stop(self, **kwargs):
+        raise JobDefinitionError(f"stopped before Spark: {self.source_spec.describe()}")
+
+    monkeypatch.setattr(Job, "run", stop)
+    result = CliRunner().invoke(main, ["run", "dedup", "--events", "5000", "--duplicates", "0.1",
+                                       "--checkpoint", str(tmp_path / "c")], terminal_width=400)
+    assert "UPI transaction generator (5,000 events, 10,000 merchants, 10% duplicates" in result.output, result.output
+    default = CliRunner().invoke(main, ["run", "dedup", "--checkpoint", str(tmp_path / "d")], terminal_width=400)
+    assert "5% duplicates" in default.output  # the job's default
+    bad = CliRunner().invoke(main, ["run", "running-sum", "--duplicates", "0.1"])
+    assert bad.exit_code == 1 and "UpiPayments, which has no setting 'duplicates'" in bad.output
+    assert CliRunner().invoke(main, ["run", "dedup", "--duplicates", "0.5"]).exit_code == 2  # out of range
+    listed = CliRunner().invoke(main, ["jobs"], terminal_width=400)
+    assert "dedup" in listed.output
