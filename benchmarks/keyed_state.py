@@ -8,6 +8,9 @@ emitted for every event; RocksDB state store, changelog checkpointing, a real ch
 directory, Spark's noop sink. Every engine reads the same generated events:
 
 * ``sparkstate``: ``sparkstate.jobs.running_sum`` (RocksDB, and the hashmap backend).
+* ``sparkstate, TTL``: the same with a 24-hour TTL on both states (Flink's default cleanup:
+  touched keys lose expired entries on write-back, idle key groups are swept), in the same
+  run as plain W1: the cost of TTL bookkeeping (target: at most 25% slower).
 * ``spark tws (row)``: ``groupBy(key).transformWithState`` with a per-key ValueState, as
   Spark's documentation writes it.
 * ``spark tws (pandas)``: ``groupBy(key).transformWithStateInPandas``, likewise.
@@ -16,6 +19,10 @@ The baselines run on a prefix of the input (``--baseline-events``) to keep the r
 events/s are comparable. Each measurement runs in its own process: a short warm-up run of
 the same query shape (not measured), then the measured run, whose peak resident memory
 (driver, JVM and Python workers together) is sampled.
+
+The dedup job (``sparkstate.jobs.dedup``) runs over ``--dedup-events`` UPI transactions with
+5% duplicates: events/s, peak memory and the keys in state at the end (a 24-hour TTL keeps
+every transaction of a run this short).
 
 The state-size sweep loads 10k, 100k and 1M keys, then runs batches that each touch
 ``--touch`` keys and reports the median batch time and the state-store operations per batch:
@@ -54,14 +61,41 @@ def _generator(events: int, keys: int, max_batch: int):
     return UpiPayments(events=events, merchants=keys, max_batch=max_batch, seed=11)
 
 
-def _run_sparkstate(spark, events: int, keys: int, max_batch: int, backend: str, key_groups: int, ckpt: Path) -> dict:
-    from sparkstate import NoopSink
+class _TtlRunningSum:
+    """W1's function with a 24-hour TTL on both states."""
+
+    @staticmethod
+    def make():
+        from datetime import timedelta
+
+        from sparkstate import StateTtlConfig, ValueStateDescriptor
+        from sparkstate.jobs.running_sum import RunningSum
+
+        class TtlRunningSum(RunningSum):
+            def open(self, ctx):
+                ttl = StateTtlConfig.new_builder(timedelta(hours=24)).build()
+                self.count = ctx.get_state(ValueStateDescriptor("count", int, default=0).enable_time_to_live(ttl))
+                self.total = ctx.get_state(ValueStateDescriptor("total", float, default=0.0).enable_time_to_live(ttl))
+
+        return TtlRunningSum()
+
+
+def _run_sparkstate(spark, events: int, keys: int, max_batch: int, backend: str, key_groups: int, ckpt: Path,
+                    ttl: bool = False) -> dict:
+    from sparkstate import Job, NoopSink
+    from sparkstate.jobs.running_sum import OUTPUT as SUM_OUTPUT
     from sparkstate.jobs.running_sum import build
 
-    job = build(_generator(events, keys, max_batch)).sink(NoopSink()).with_settings(
-        state_backend=backend, key_groups=key_groups, trigger_interval="0 seconds"
-    )
-    result = job.run(checkpoint_dir=ckpt, spark=spark)
+    job = build(_generator(events, keys, max_batch))
+    if ttl:
+        job = Job("running-sum-ttl").source(job.source_spec).key_by("merchant_id").process(
+            _TtlRunningSum.make(), output_schema=SUM_OUTPUT)
+    job = job.sink(NoopSink()).with_settings(state_backend=backend, key_groups=key_groups, trigger_interval="0 seconds")
+    return _figures(job.run(checkpoint_dir=ckpt, spark=spark))
+
+
+def _figures(result) -> dict:
+    """What a throughput row shows of a sparkstate run."""
     return {
         "events": result.events,
         "seconds": result.seconds,
@@ -166,18 +200,33 @@ def _run_baseline(spark, kind: str, events: int, keys: int, max_batch: int, ckpt
     }
 
 
+def _run_dedup(spark, events: int, max_batch: int, key_groups: int, ckpt: Path) -> dict:
+    from sparkstate import NoopSink
+    from sparkstate.connectors.generator import UpiTransactions
+    from sparkstate.jobs.dedup import build
+    from sparkstate.runtime.state_reader import count_keys
+
+    source = UpiTransactions(events=events, duplicates=0.05, max_batch=max_batch, seed=11)
+    job = build(source).sink(NoopSink()).with_settings(key_groups=key_groups, trigger_interval="0 seconds")
+    return {**_figures(job.run(checkpoint_dir=ckpt, spark=spark)), "state_keys": count_keys(spark, ckpt, "rocksdb")}
+
+
 def child_throughput(args: argparse.Namespace) -> dict:
     """One engine: a warm-up run, then the measured run with peak memory."""
     spark = _session()
+    ours = args.engine in ("sparkstate", "sparkstate-ttl", "dedup")
 
     def once(events: int, ckpt: Path) -> dict:
-        if args.engine == "sparkstate":
-            return _run_sparkstate(spark, events, args.keys, args.max_batch, args.backend, args.key_groups, ckpt)
+        if args.engine == "dedup":
+            return _run_dedup(spark, events, args.max_batch, args.key_groups, ckpt)
+        if ours:
+            return _run_sparkstate(spark, events, args.keys, args.max_batch, args.backend, args.key_groups, ckpt,
+                                   ttl=args.engine == "sparkstate-ttl")
         return _run_baseline(spark, args.engine, events, args.keys, args.max_batch, ckpt)
 
     # the warm-up only has to start the JVM's and Python's code paths: a slow baseline
     # warms up on a tenth of its events, sparkstate on --warmup events
-    return measure(once, args.events, args.warmup if args.engine == "sparkstate" else args.events // 10)
+    return measure(once, args.events, args.warmup if ours else args.events // 10)
 
 
 def _write_sweep_input(folder: Path, state_keys: int, touch: int, batches: int) -> None:
@@ -266,6 +315,20 @@ def _mb(n: float | None) -> str:
     return "-" if n is None else f"{n / 2**20:,.1f} MB"
 
 
+def _dedup(console, args: argparse.Namespace, common: list[str]) -> None:
+    from rich.table import Table
+
+    console.print(f"  running dedup over {args.dedup_events:,} transactions (5% duplicates) ...")
+    r = _child([*common, "--engine", "dedup", "--events", str(args.dedup_events)])
+    table = Table(title="dedup (ValueState seen-flag, 24-hour TTL, incremental cleanup; RocksDB)", title_justify="left")
+    for col in ("events", "wall s", "events/s", "events/s after 1st batch", "peak memory", "state entries at the end"):
+        table.add_column(col, justify="right")
+    table.add_row(f"{r['events']:,}", f"{r['seconds']:.1f}", f"{r['events'] / r['seconds']:,.0f}",
+                  f"{r['steady']:,.0f}" if r.get("steady") else "-", _mb(r["peak_bytes"]),
+                  f"{r['state_keys']:,}" if r.get("state_keys") is not None else "-")
+    console.print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=2_000_000)
@@ -279,6 +342,9 @@ def main() -> None:
     parser.add_argument("--sweep-batches", type=int, default=5)
     parser.add_argument("--skip-baselines", action="store_true")
     parser.add_argument("--skip-sweep", action="store_true")
+    parser.add_argument("--dedup-events", type=int, default=2_000_000)
+    parser.add_argument("--skip-ttl", action="store_true", help="no W1-with-TTL row and no dedup run")
+    parser.add_argument("--skip-hashmap", action="store_true")
     parser.add_argument("--quick", action="store_true", help="200k events, 20k baseline events, sweep up to 100k keys")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--engine", default="sparkstate", help=argparse.SUPPRESS)
@@ -302,8 +368,12 @@ def main() -> None:
         "--keys", str(args.keys), "--max-batch", str(args.max_batch), "--key-groups", str(args.key_groups),
         "--warmup", str(args.warmup),
     ]
-    runs = [("sparkstate (RocksDB)", ["--engine", "sparkstate", "--backend", "rocksdb", "--events", str(args.events)]),
-            ("sparkstate (hashmap)", ["--engine", "sparkstate", "--backend", "hashmap", "--events", str(args.events)])]
+    runs = [("sparkstate (RocksDB)", ["--engine", "sparkstate", "--backend", "rocksdb", "--events", str(args.events)])]
+    if not args.skip_ttl:
+        runs.append(("sparkstate (RocksDB), TTL on both states",
+                     ["--engine", "sparkstate-ttl", "--backend", "rocksdb", "--events", str(args.events)]))
+    if not args.skip_hashmap:
+        runs.append(("sparkstate (hashmap)", ["--engine", "sparkstate", "--backend", "hashmap", "--events", str(args.events)]))
     if not args.skip_baselines:
         runs += [
             ("spark transformWithState (row)", ["--engine", "row", "--events", str(args.baseline_events)]),
@@ -328,6 +398,11 @@ def main() -> None:
     if base:
         best = max(r["events"] / r["seconds"] for r in base)
         console.print(f"sparkstate (RocksDB) vs the fastest baseline: {ours['events'] / ours['seconds'] / best:,.1f}x")
+    ttl = results.get("sparkstate (RocksDB), TTL on both states")
+    if ttl is not None:
+        slower = ours["events"] / ours["seconds"] / (ttl["events"] / ttl["seconds"]) - 1
+        console.print(f"W1 with a TTL on both states vs plain W1: {slower:+.1%} time (target: at most +25%)")
+        _dedup(console, args, common)
 
     if args.skip_sweep:
         return

@@ -79,6 +79,9 @@ def explain_job(job_name: str, events: int, source_spec: str | None) -> None:
 @click.option("--merchants", type=click.IntRange(min=1), help="Distinct merchants (default: the job's).")
 @click.option("--payers", type=click.IntRange(min=1), help="Distinct payers (default: the job's).")
 @click.option("--seed", type=int, help="Generator seed (the same seed replays the same events).")
+@click.option("--duplicates", type=click.FloatRange(0, 0.25), metavar="SHARE",
+              help="Share of events delivered again, up to minutes later (jobs on UpiTransactions, e.g. dedup) "
+              "[the job's].")
 @click.option("--source", "source_spec", metavar="URL",
               help="Read events as JSON lines from socket://HOST:PORT (at-most-once; e.g. `nc -lk 9000`) or from the "
               "files of file:DIRECTORY (exactly-once), with the generator's columns; ?format=csv for CSV lines "
@@ -130,6 +133,7 @@ def run(
     merchants: int | None,
     payers: int | None,
     seed: int | None,
+    duplicates: float | None,
     source_spec: str | None,
     settings: tuple[str, ...],
     rules_spec: str | None,
@@ -172,7 +176,8 @@ def run(
         else:
             job = seed_job.job(
                 rules=rules, events=events, rate=rate, merchants=merchants, payers=payers, seed=seed,
-                max_batch=max_batch, **_generator_settings(seed_job.generator, settings, seed_job.options),
+                max_batch=max_batch, duplicates=duplicates,
+                **_generator_settings(seed_job.generator, settings, seed_job.options),
             )
         ckpt = checkpoint_dir or str(home / "checkpoint")
         # the default output belongs to the checkpoint: another checkpoint's batch ids start at 0
@@ -284,7 +289,7 @@ def _notice(message: str) -> None:
     console.print(labelled("note:", "yellow", message), soft_wrap=True)
 
 
-_GENERATOR_OPTIONS = ("events", "rate", "merchants", "payers", "seed", "settings", "max_batch")
+_GENERATOR_OPTIONS = ("events", "rate", "merchants", "payers", "seed", "duplicates", "settings", "max_batch")
 
 
 def _refuse_generator_options(ctx: click.Context, source_spec: str) -> None:

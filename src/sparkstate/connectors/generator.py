@@ -12,6 +12,7 @@ up to ``max_out_of_orderness_ms``: the stream is out of order, but boundedly so.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
@@ -383,6 +384,122 @@ def fraud_payer_ids(numbers: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class UpiTransactions(UpiPayments):
+    """UPI payments with a transaction id, some of them delivered again (seed 003's dedup input).
+
+    A ``duplicates`` share of the events repeat an earlier transaction: its ``txn_id`` and
+    payload (merchant, payer, amount, device), arriving up to ``duplicate_delay_ms`` of event
+    time later (the event time is the arrival's). A transaction's id is the offset of its first
+    delivery; a repeat always repeats a first delivery (an event drawn to repeat a repeat is
+    a new transaction instead, and the draw's rate is raised so that the share stays
+    ``duplicates``). Which events repeat which is drawn per chunk from its own RNG stream, so
+    it is a pure function of ``(seed, offset)`` like everything else: a replay, and a restart,
+    read the same duplicates.
+
+    Example::
+
+        >>> print(UpiTransactions(events=2_000_000, duplicates=0.05).describe())
+        UPI transaction generator (2,000,000 events, 10,000 merchants, 5% duplicates, seed 7)
+    """
+
+    #: the share of events that repeat an earlier transaction (0 <= duplicates <= 0.25)
+    duplicates: float = 0.0
+    #: how much later (event time) a repeat may arrive: up to 5 minutes
+    duplicate_delay_ms: int = 300_000
+
+    arrow_schema = pa.schema([UPI_ARROW_SCHEMA.field(0), ("txn_id", pa.int64()), *list(UPI_ARROW_SCHEMA)[1:]])
+    schema_ddl = (
+        "event_time timestamp, txn_id bigint, merchant_id string, payer_id string, amount double, device string"
+    )
+    title = "UPI transaction generator"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 <= self.duplicates <= 0.25:
+            raise JobDefinitionError(
+                f"duplicates is the share of events that repeat an earlier one: 0 <= duplicates <= 0.25, "
+                f"got {self.duplicates}"
+            )
+        if self.duplicate_delay_ms < 0:
+            raise JobDefinitionError(f"duplicate_delay_ms must be >= 0, got {self.duplicate_delay_ms}")
+
+    def _shape(self) -> str:
+        return super()._shape() + (f", {self.duplicates:.0%} duplicates" if self.duplicates else "")
+
+    @property
+    def _max_lag(self) -> int:
+        """The most offsets a repeat comes after its original (its delay in events)."""
+        return max(1, int(self.duplicate_delay_ms * self.events_per_second / 1000))
+
+    def origins(self, idx: np.ndarray) -> np.ndarray:
+        """The offset of the first delivery of each event in ``idx`` (itself unless a repeat)."""
+        origin = np.array(idx, dtype=np.int64)
+        if not self.duplicates:
+            return origin
+        drawn, lag = self._drawn(origin)
+        target = origin - np.minimum(lag, origin)
+        # an event drawn to repeat an event that was itself drawn to repeat is a new transaction
+        repeat = drawn & ~self._drawn(target)[0]
+        origin[repeat] = target[repeat]
+        return origin
+
+    @property
+    def _draw_rate(self) -> float:
+        """The rate p of drawing a repeat, such that p (1 - p) repeats (of first deliveries) are ``duplicates``."""
+        return (1 - math.sqrt(1 - 4 * self.duplicates)) / 2
+
+    def _drawn(self, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        repeat = np.zeros(len(at), dtype=bool)
+        lag = np.zeros(len(at), dtype=np.int64)
+        chunks = at // CHUNK
+        for c in np.unique(chunks):
+            mask = chunks == c
+            u, lags = _repeat_draws(self.seed, int(c), self._max_lag)
+            pos = at[mask] - c * CHUNK
+            repeat[mask] = (u[pos] < self._draw_rate) & (at[mask] > 0)
+            lag[mask] = lags[pos]
+        return repeat, lag
+
+    def _gather(self, at: np.ndarray, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+        """Drawn values ``names`` of the events at offsets ``at`` (any chunks)."""
+        out: dict[str, np.ndarray] = {}
+        chunks = at // CHUNK
+        for c in np.unique(chunks):
+            mask = chunks == c
+            values = self._cached_chunk(int(c))
+            pos = at[mask] - c * CHUNK
+            for name in names:
+                column = out.get(name)
+                if column is None:
+                    column = out[name] = np.empty(len(at), dtype=values[name].dtype)
+                column[mask] = values[name][pos]
+        return out
+
+    @functools.lru_cache(maxsize=8)  # noqa: B019 - frozen, hashable; repeats look a few chunks back
+    def _cached_chunk(self, c: int) -> dict[str, np.ndarray]:
+        return self._chunk(c)
+
+    def generate(self, start: int, end: int) -> pa.RecordBatch:
+        stop = end if self.events is None else min(end, self.events)
+        if stop <= start:
+            return pa.RecordBatch.from_pylist([], schema=self.arrow_schema)
+        idx = np.arange(start, stop, dtype=np.int64)
+        origin = self.origins(idx)
+        payload = self._gather(origin, ("merchant", "payer", "amount", "device"))
+        lateness = self._gather(idx, ("lateness",))["lateness"]
+        event_ms = self.start_ms + (idx * 1000 / self.events_per_second).astype(np.int64) - lateness
+        arrays = [pa.array(event_ms * 1000, _TS), pa.array(origin, pa.int64()), *self._columns(payload, event_ms)]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
+
+
+@functools.lru_cache(maxsize=16)
+def _repeat_draws(seed: int, chunk: int, max_lag: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per offset of a chunk: a uniform draw (a repeat when below ``duplicates``) and a lag."""
+    rng = np.random.default_rng([seed, chunk, 1])
+    return rng.random(CHUNK), rng.integers(1, max_lag + 1, CHUNK)
+
+
+@dataclass(frozen=True)
 class TaxiRides(Generator):
     """NYC-style taxi rides (seed 000): pickup time, pickup and drop-off zone (1-265), fare.
 
@@ -491,4 +608,6 @@ class ClickEvents(Generator):
 
 
 #: every generator by class name (how a Spark data source and a checkpoint name them)
-GENERATORS: dict[str, type[Generator]] = {g.__name__: g for g in (UpiPayments, TaxiRides, ClickEvents, FraudPayments)}
+GENERATORS: dict[str, type[Generator]] = {
+    g.__name__: g for g in (UpiPayments, UpiTransactions, TaxiRides, ClickEvents, FraudPayments)
+}

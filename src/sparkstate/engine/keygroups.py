@@ -93,6 +93,11 @@ def bucket_address(h: int, n_buckets: int) -> int:
     return addr
 
 
+#: where a meta entry's TTL cleanup fields start: after the six base fields and the slot of the
+#: group's broadcast state reference (a seventh field that older metas may or may not have)
+_TTL_FIELDS = 7
+
+
 @dataclass
 class GroupMeta:
     """What a key group remembers besides its buckets."""
@@ -107,10 +112,17 @@ class GroupMeta:
     version: int = LAYOUT_VERSION
     #: the group's broadcast state: the reference of its content (``engine/broadcast.py``)
     broadcast: str | None = None
+    #: TTL cleanup (``engine/ttl.py``): where the incremental cleanup goes on, as
+    #: ``(bucket, offset in the bucket)``, and when the group is next swept whole
+    ttl_cursor: tuple[int, int] = (0, 0)
+    sweep_at: int | None = None
 
     def dumps(self) -> bytes:
         fields: tuple[Any, ...] = (self.version, self.n_buckets, self.n_keys, self.event_min, self.proc_min, self.wake)
-        if self.broadcast is not None:  # only then: a meta without it keeps the format it always had
+        # the later fields only when set: a meta without them keeps the format it always had
+        if self.ttl_cursor != (0, 0) or self.sweep_at is not None:
+            fields += (self.broadcast, self.ttl_cursor, self.sweep_at)
+        elif self.broadcast is not None:
             fields += (self.broadcast,)
         return pickle.dumps(fields, protocol=PICKLE_PROTOCOL)
 
@@ -118,24 +130,32 @@ class GroupMeta:
     def loads(blob: bytes | None) -> GroupMeta:
         if not blob:
             return GroupMeta()
-        version, n_buckets, n_keys, event_min, proc_min, wake, *more = pickle.loads(blob)
+        fields = pickle.loads(blob)
+        version = fields[0]
         if version != LAYOUT_VERSION:
             raise CheckpointMismatchError(
                 f"the checkpoint's state is in layout version {version}, which this version of sparkstate "
                 f"does not read (it reads {LAYOUT_VERSION}); run the sparkstate version that wrote it, or start "
                 "from a new checkpoint directory"
             )
-        return GroupMeta(n_buckets, n_keys, event_min, proc_min, wake, version, more[0] if more else None)
+        _, n_buckets, n_keys, event_min, proc_min, wake = fields[:6]
+        # metas written before TTL cleanup existed have six fields (seven with a broadcast reference)
+        broadcast = fields[6] if len(fields) > 6 else None
+        cursor, sweep_at = fields[_TTL_FIELDS:_TTL_FIELDS + 2] if len(fields) >= _TTL_FIELDS + 2 else ((0, 0), None)
+        return GroupMeta(n_buckets, n_keys, event_min, proc_min, wake, version, broadcast, tuple(cursor), sweep_at)
 
     def next_wake(self, processing_time: int) -> int | None:
         """When Spark should call this group next though no input arrives for it.
 
-        Processing-time timers wake it at their time. Event-time timers depend on a watermark
-        that only moves between batches, so a group holding any is polled every batch.
+        Processing-time timers wake it at their time, and so does a due TTL sweep
+        (``sweep_at``). Event-time timers depend on a watermark that only moves between
+        batches, so a group holding any is polled every batch.
         """
         candidates = list(self.proc_min.values())
         if self.event_min:
             candidates.append(processing_time + 1)
+        if self.sweep_at is not None:
+            candidates.append(max(self.sweep_at, processing_time + 1))
         return min(candidates) if candidates else None
 
 
@@ -184,6 +204,18 @@ class KeyGroupStore:
             for key, rec in list(self.bucket(b).items()):
                 self._bucket_of_key[key] = b
                 yield key, rec
+
+    def segments(self) -> int:
+        """The group's buckets, as the TTL cleanup walks them (``engine/ttl.py``)."""
+        return self.meta.n_buckets
+
+    def segment(self, b: int) -> dict[Any, Record]:
+        return self.bucket(b)
+
+    def adopt(self, b: int, key: Any, rec: Record) -> None:
+        """Write ``key``'s record (in bucket ``b``) back at :meth:`flush` though the batch did not
+        touch it (the TTL cleanup changed it)."""
+        self._bucket_of_key[key] = b
 
     def due_candidates(self, watermark: int, processing_time: int) -> list[tuple[Any, Record]]:
         """Records of every bucket whose earliest timer is due."""

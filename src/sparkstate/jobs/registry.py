@@ -91,6 +91,7 @@ _MODULES = [
     "enrich",
     "click_purchase",
     "fraud_detection",
+    "dedup",
 ]
 
 JOBS: dict[str, SeedJob] = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sparkstate.engine.ttl import config_to_json
 from sparkstate.errors import CheckpointMismatchError
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
 from sparkstate.savepoint.migration import ttl_descriptions, type_info, value_type
@@ -39,7 +40,7 @@ def source_identity(source: Any) -> dict:
 def job_metadata(job: Any, spec: Any, descriptors: list, settings: dict, path: str) -> dict:
     """What a checkpoint records of its job; ``path`` is the plan the run chose (python or native)."""
     fn = spec.fn
-    return {
+    meta = {
         "format": FORMAT_VERSION,
         "job": job.name,
         # the class name only: a script's function is __main__.X when run, module.X when imported
@@ -60,12 +61,17 @@ def job_metadata(job: Any, spec: Any, descriptors: list, settings: dict, path: s
         "window": window_identity(job),
         "connected": connected_identity(job),
     }
+    ttl = {d.name: config_to_json(d.ttl_config) for d in descriptors if getattr(d, "ttl_config", None) is not None}
+    if ttl:
+        # what a savepoint taken from the checkpoint (without the job) needs to leave expired entries out
+        meta["state_ttl_configs"] = ttl
+    return meta
 
 
 def connected_identity(job: Any) -> dict | None:
     """What a two-input job's state depends on in its second input: its kind, its source (whose
     offsets the checkpoint records beside the first's), its key, its broadcast states."""
-    c = job.connected
+    c = getattr(job, "connected", None)
     if c is None:
         return None
     kind = "broadcast" if c.is_broadcast else "interval join" if c.join_bounds is not None else "keyed"

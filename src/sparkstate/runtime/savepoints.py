@@ -106,31 +106,56 @@ def read_records(spark: Any, checkpoint: CheckpointDir, backend: str, batch: int
 GROUP_FILE_SCHEMA = "kg int, data binary, keys long"
 
 
-def group_files(spark: Any, checkpoint: CheckpointDir, backend: str, batch: int, states: list[str]) -> Any:
+def group_files(spark: Any, checkpoint: CheckpointDir, backend: str, batch: int, states: list[str],
+                expire: SnapshotCleanup | None = None) -> Any:
     """Every key group's savepoint file at ``batch`` as a DataFrame (``GROUP_FILE_SCHEMA``).
 
     The executors unpickle the buckets and build the Parquet files, group by group and in
     parallel; the driver only receives the compressed files (about 16 bytes per key of a
-    running sum) and writes them, so its memory does not grow with the state."""
+    running sum) and writes them, so its memory does not grow with the state. With
+    ``expire``, the entries of states with ``cleanup_full_snapshot`` that have expired at
+    the batch's clocks are left out (``engine/ttl.py``)."""
     from pyspark.sql import functions as F
 
     reader = spark.read.format("statestore").option("path", checkpoint.root).option("batchId", batch)
     if backend == "rocksdb":
         buckets = reader.option("stateVarName", BUCKETS_STATE).load()
         return (buckets.select(F.col("key.kg").alias("kg"), F.col("user_map_value.v").alias("v")).groupBy("kg")
-                .applyInPandas(lambda frame: _bucket_group_file(frame, states), GROUP_FILE_SCHEMA))
+                .applyInPandas(lambda frame: _bucket_group_file(frame, states, expire), GROUP_FILE_SCHEMA))
     state = reader.load()
     rows = state.select(F.col("key.kg").alias("kg"), F.col(hashmap_group_column(state)).alias("group"))
-    return rows.mapInPandas(lambda frames: _row_group_files(frames, states), GROUP_FILE_SCHEMA)
+    return rows.mapInPandas(lambda frames: _row_group_files(frames, states, expire), GROUP_FILE_SCHEMA)
 
 
-def _group_frame(kg: int, blobs: Any, states: list[str]) -> pd.DataFrame:
+#: what a savepoint's TTL cleanup needs on the executors: the checkpoint's TTL configs by state
+#: (``config_to_json``), the batch's processing time and its watermark (ms; None: none yet)
+SnapshotCleanup = tuple[dict[str, dict], int, "int | None"]
+
+
+def snapshot_cleanup(job_meta: dict, processing_time: int | None, watermark_ms: int | None) -> SnapshotCleanup | None:
+    """The savepoint's TTL cleanup for a checkpoint's job, or None when no state asks for it."""
+    ttl = {n: c for n, c in (job_meta.get("state_ttl_configs") or {}).items() if c.get("cleanup_full_snapshot")}
+    if not ttl or processing_time is None:
+        return None
+    # Spark's watermark starts at 0: until it passes the epoch there is none (KeyGroupRunner.watermark)
+    return ttl, processing_time, watermark_ms if watermark_ms and watermark_ms > 0 else None
+
+
+def _group_frame(kg: int, blobs: Any, states: list[str], expire: SnapshotCleanup | None = None) -> pd.DataFrame:
     from sparkstate.savepoint.format import records_to_table, table_bytes
 
     records: list[tuple[Any, dict]] = []
     for blob in blobs:
         if blob:
             records.extend(pickle.loads(blob).items())
+    if expire is not None:
+        from sparkstate.api.functions import MIN_WATERMARK
+        from sparkstate.engine.ttl import cleanup_from_json
+
+        ttl, now, watermark = expire
+        keep = cleanup_from_json(ttl).snapshot_filter(now, MIN_WATERMARK if watermark is None else watermark)
+        if keep is not None:
+            records = list(keep(records))
     if not records:
         return pd.DataFrame({"kg": pd.Series([], dtype="int32"), "data": pd.Series([], dtype=object),
                              "keys": pd.Series([], dtype="int64")})
@@ -139,18 +164,19 @@ def _group_frame(kg: int, blobs: Any, states: list[str]) -> pd.DataFrame:
                          "keys": pd.Series([table.num_rows], dtype="int64")})
 
 
-def _bucket_group_file(frame: pd.DataFrame, states: list[str]) -> pd.DataFrame:
+def _bucket_group_file(frame: pd.DataFrame, states: list[str], expire: SnapshotCleanup | None = None) -> pd.DataFrame:
     """RocksDB backend: one key group's bucket entries to its file."""
-    return _group_frame(int(frame["kg"].iloc[0]), frame["v"], states)
+    return _group_frame(int(frame["kg"].iloc[0]), frame["v"], states, expire)
 
 
-def _row_group_files(frames: Iterator[pd.DataFrame], states: list[str]) -> Iterator[pd.DataFrame]:
+def _row_group_files(frames: Iterator[pd.DataFrame], states: list[str],
+                     expire: SnapshotCleanup | None = None) -> Iterator[pd.DataFrame]:
     """Hashmap backend: each state row (a whole key group) to its file."""
     for frame in frames:
         for kg, group in zip(frame["kg"].tolist(), frame["group"].tolist()):
             meta_blob, buckets = pickle.loads(group)
             GroupMeta.loads(meta_blob)  # refuses a layout this version does not read
-            yield _group_frame(int(kg), buckets.values(), states)
+            yield _group_frame(int(kg), buckets.values(), states, expire)
 
 
 def rocksdb_meta_groups(spark: Any, checkpoint: CheckpointDir, batch: int) -> set[int]:
@@ -254,7 +280,8 @@ def take_savepoint(
             if content is not None:
                 writer.add_broadcast(content, connected.get("broadcast") or {})
         with_meta = rocksdb_meta_groups(spark, checkpoint, batch) if backend == "rocksdb" else None
-        files = group_files(spark, checkpoint, backend, batch, states).collect()
+        expire = snapshot_cleanup(job_meta, meta["processing_time_ms"], meta["watermark_ms"])
+        files = group_files(spark, checkpoint, backend, batch, states, expire).collect()
         read_s = time.monotonic() - started  # the state read and the files built (on the executors)
         for kg, data, keys in files:
             writer.add_file(kg, data, keys)

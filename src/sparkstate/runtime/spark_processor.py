@@ -56,6 +56,7 @@ from sparkstate.engine.keygroups import (
 )
 from sparkstate.engine.operator import Events, KeyedOperator, timer_minimums
 from sparkstate.engine.output import arrow_table
+from sparkstate.engine.ttl import TtlCleanup
 from sparkstate.fault_points import STATE_UPDATED, fault_point
 
 #: side rows: the side output's name, and the row pickled (main rows have nulls here)
@@ -233,7 +234,7 @@ class KeyGroupRunner:
             spec.fn, spec.key_columns, spec.timestamp_column, event_time=spec.event_time,
             timestamp_assigner=spec.timestamp_assigner, connected=spec.connected,
         )
-        self.op.open()
+        self.cleanup = TtlCleanup(self.op.open())
         self.broadcast = (
             BroadcastStore(spec.broadcast_dir)
             if spec.connected is not None and spec.connected.is_broadcast and spec.broadcast_dir is not None
@@ -253,7 +254,7 @@ class KeyGroupRunner:
             stored = state.read_meta()
             first_call = stored is None
             if given.restore and stored is None:
-                stored = self._restore(given.restore, state)
+                stored = self._restore(given.restore, state, now)
             meta = GroupMeta.loads(stored)
             store = KeyGroupStore(meta, state.read_bucket, self.spec.bucket_size)
             op = self.op
@@ -271,7 +272,11 @@ class KeyGroupRunner:
             if bstore is not None and states is not None and op.scope.broadcast_changed:
                 meta.broadcast = bstore.save(states)
             side = op.take_side()
-            writes = store.flush(op.take_touched())
+            touched = op.take_touched()
+            if self.cleanup:
+                elements = len(given.events) + len(given.second or ())
+                self.cleanup.run_group(store, meta, meta.n_keys, touched, elements, now, watermark, store.adopt)
+            writes = store.flush(touched)
             state.schedule(meta, now, expired)
             dumped = meta.dumps()
             state.write(writes, dumped if dumped != stored else None)  # meta rarely changes
@@ -285,7 +290,7 @@ class KeyGroupRunner:
         finally:
             gc.enable()
 
-    def _restore(self, blobs: list[bytes], state: GroupState) -> bytes:
+    def _restore(self, blobs: list[bytes], state: GroupState, now: int | None = None) -> bytes:
         """Write the group's records from the savepoint into the (empty) state store, laid out
         in buckets as this run's bucket size wants; the meta entry written is returned.
 
@@ -303,6 +308,8 @@ class KeyGroupRunner:
         records = {key: rec for key, rec in records.items() if rec}  # as flush drops empty records
         meta = GroupMeta(n_keys=len(records))
         meta.n_buckets = n = max(1, -(-len(records) // self.spec.bucket_size))
+        if now is not None:  # restored TTL'd state is swept too, one interval from now
+            meta.sweep_at = self.cleanup.first_sweep(records.values(), now)
         buckets: dict[int, dict[Any, Record]] = {}
         for key, rec in records.items():
             b = bucket_address(bucket_hash(key), n)

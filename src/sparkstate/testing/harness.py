@@ -30,6 +30,7 @@ from sparkstate.engine.events import END_OF_INPUT_MS, EventColumns, admit, key_g
 from sparkstate.engine.keygroups import dumps_state
 from sparkstate.engine.operator import Events, KeyedOperator, due_timer_limits, timestamp_reader, to_epoch_millis
 from sparkstate.engine.output import arrow_table, python_rows
+from sparkstate.engine.ttl import TtlCleanup
 from sparkstate.engine.windows import WINDOWS_STATE, WindowOperator
 from sparkstate.errors import JobDefinitionError
 from sparkstate.savepoint.broadcast import declared_broadcast, restored_broadcast
@@ -119,6 +120,11 @@ class KeyedHarness:
             {} if connected is not None and connected.is_broadcast else None
         )
         self.descriptors = self.operator.open()
+        #: TTL cleanup as on Spark, per key group (``engine/ttl.py``); a key group's keys in
+        #: the order they got state, its incremental cursor and its next sweep
+        self.ttl_cleanup = TtlCleanup(self.descriptors)
+        self._ttl_groups: dict[int, _TtlGroup] | None = None
+        self._kg_cache: dict[Any, int] = {}
         self.schema = Schema.of(output_schema) if output_schema is not None else None
         self._arrow = self.schema.arrow if self.schema is not None else None
         self.records: dict[Any, Record] = {}
@@ -205,11 +211,15 @@ class KeyedHarness:
         rows = op.run_batch(evs, candidates, second=evs2, broadcast=bevs)
         for name, row in op.take_side():
             self.side_outputs.setdefault(name, []).append(row)
-        for key, rec in op.take_touched().items():
+        touched = op.take_touched()
+        groups = self._clean_ttl(touched, evs, evs2) if self.ttl_cleanup else None
+        for key, rec in touched.items():
             if not rec:
                 records.pop(key, None)
             elif self._serialize:
                 records[key] = pickle.loads(dumps_state({key: rec}))[key]
+            if groups is not None:
+                groups.setdefault(self._group_of(key), _TtlGroup(records)).note(key, bool(rec))
         if self.broadcast_states is not None and self._serialize and self.scope_changed_broadcast():
             self.broadcast_states = pickle.loads(dumps_state(self.broadcast_states))
         self._advance_watermark(evs, evs2)
@@ -223,6 +233,44 @@ class KeyedHarness:
     def scope_changed_broadcast(self) -> bool:
         """Whether the last batch's broadcast elements changed the broadcast state."""
         return self.operator.scope.broadcast_changed
+
+    def _clean_ttl(self, touched: dict[Any, Record], events: Events, second: Events | None = None) -> dict[int, _TtlGroup]:
+        """The TTL cleanup of every key group this batch ran, as Spark runs it: the groups of
+        the touched keys, and idle groups whose background sweep is due (Spark wakes them)."""
+        cleanup = self.ttl_cleanup
+        group_of = self._group_of
+        groups = self._ttl_groups
+        now, watermark = self.processing_time, self.operator.scope.watermark
+        if groups is None:  # first use (after a restore, say): index the records by key group
+            groups = self._ttl_groups = {}
+            for key in self.records:
+                groups.setdefault(group_of(key), _TtlGroup(self.records)).note(key, True)
+            for group in groups.values():  # restored TTL'd state is swept too
+                group.sweep_at = cleanup.first_sweep(group.segment(0).values(), now)
+        runs: dict[int, dict[Any, Record]] = {}
+        for key, rec in touched.items():
+            runs.setdefault(group_of(key), {})[key] = rec
+        for kg, group in groups.items():
+            if kg not in runs and group.sweep_at is not None and group.sweep_at <= now:
+                runs[kg] = {}
+        elements: dict[int, int] = {}
+        if cleanup.per_record:
+            op = self.operator
+            for given, key_of in ((events, op._key_of), (second or (), op._key_of2 or op._key_of)):
+                for ev in given:
+                    kg = group_of(key_of(ev))
+                    elements[kg] = elements.get(kg, 0) + 1
+        for kg, part in runs.items():
+            group = groups.setdefault(kg, _TtlGroup(self.records))
+            cleanup.run_group(group, group, len(group.keys), part, elements.get(kg, 0), now, watermark)
+            touched.update(part)
+        return groups
+
+    def _group_of(self, key: Any) -> int:
+        kg = self._kg_cache.get(key)
+        if kg is None:
+            kg = self._kg_cache[key] = key_group_of(key, self._key_groups())
+        return kg
 
     def _advance_watermark(self, events: Events, second: Events | None = None) -> None:
         """The watermark after a batch: each input's from its largest event time, the job's the
@@ -331,7 +379,11 @@ class KeyedHarness:
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }
         by_group: dict[int, list[tuple[Any, Record]]] = {}
-        for key, rec in self.records.items():
+        pairs: Iterable[tuple[Any, Record]] = self.records.items()
+        keep = self.ttl_cleanup.snapshot_filter(self.processing_time, self.watermark)
+        if keep is not None:  # cleanup_full_snapshot: expired entries stay out (of the savepoint only)
+            pairs = keep((key, _state_copy(rec)) for key, rec in pairs)
+        for key, rec in pairs:
             for kg, part in self._split(key, rec, groups):
                 by_group.setdefault(kg, []).append((key, part))
         c = self.connected
@@ -423,3 +475,33 @@ class KeyedHarness:
             have[TIMERS_FIELD] = set(have.get(TIMERS_FIELD, set())) | set(rec[TIMERS_FIELD])
         if HELD_FIELD in rec:
             have[HELD_FIELD] = max(have.get(HELD_FIELD, rec[HELD_FIELD]), rec[HELD_FIELD])
+
+
+class _TtlGroup:
+    """A key group of the harness's records as the TTL cleanup walks it: one segment holding
+    the group's keys in the order they got state, with the group's cursor and next sweep."""
+
+    def __init__(self, records: dict[Any, Record]) -> None:
+        self.records = records
+        self.keys: dict[Any, None] = {}
+        self.ttl_cursor: tuple[int, int] = (0, 0)
+        self.sweep_at: int | None = None
+
+    def note(self, key: Any, holds: bool) -> None:
+        if holds:
+            self.keys.setdefault(key, None)
+        else:
+            self.keys.pop(key, None)
+
+    def segments(self) -> int:
+        return 1
+
+    def segment(self, b: int) -> dict[Any, Record]:
+        records = self.records
+        return {key: records[key] for key in self.keys if key in records}
+
+
+def _state_copy(rec: Record) -> Record:
+    """A record whose lists and dicts (TTL'd List and Map state) the snapshot cleanup may
+    change without changing ``rec``."""
+    return {k: v.copy() if type(v) in (list, dict) else v for k, v in rec.items()}

@@ -24,7 +24,7 @@ def test_jobs_are_registered_with_descriptions():
     assert set(JOBS) == {
         "running-sum", "count-and-emit", "running-max", "running-average",
         "buffer-and-flush", "feature-map", "inactivity-alert", "rate-limit", "upi-per-minute",
-        "taxi-zone-revenue", "sessions", "hot-items", "enrich", "click-purchase-join", "fraud-detection",
+        "taxi-zone-revenue", "sessions", "hot-items", "enrich", "click-purchase-join", "fraud-detection", "dedup",
     }
     assert all(j.description and j.seed for j in JOBS.values())
 
