@@ -157,6 +157,19 @@ class StateTtlConfig:
         return f"ttl {_span(self.ttl_ms)}, {clock}, {self.update_type.name}, {self.state_visibility.name}"
 
 
+def describe_cleanup(config: StateTtlConfig) -> str:
+    """How expired entries of ``config``'s state leave the stored state, in words."""
+    ways = ["on write-back"]
+    n = config.incremental_cleanup_size
+    if n:
+        ways.append(f"incrementally {n} keys per run" + (f" and {n} per element" if config.run_cleanup_for_every_record else ""))
+    if config.cleanup_in_background:
+        ways.append(f"background sweep every {_span(config.sweep_interval_ms)}")
+    if config.cleanup_full_snapshot:
+        ways.append("left out of savepoints")
+    return "cleanup " + ", ".join(ways)
+
+
 def _span(ms: int) -> str:
     """A duration in its largest whole unit: ``90d``, ``24h``, ``10m``, ``30s``, ``1500ms``."""
     for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):

@@ -20,6 +20,7 @@ when ``window_path="native"`` asks for it (and refuses a job it cannot run).
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,6 +110,27 @@ BROADCAST_ORDER_RULE = (
     "checkpoint), and only key group 0 emits what process_broadcast_element yields and its dead letters")
 
 
+def _state_lines(job: Any) -> list[str]:
+    """The keyed state the job's function declares in ``open``, each with its TTL, and its
+    broadcast states (nothing when ``open`` needs more than the job to run)."""
+    from sparkstate.api.ttl import describe_cleanup
+    from sparkstate.engine.compile import keyed_function
+    from sparkstate.engine.operator import KeyedOperator
+
+    try:
+        descriptors = KeyedOperator(copy.deepcopy(keyed_function(job)), job.key_columns, connected=job.connected).open()
+    except Exception:  # noqa: BLE001 - a function whose open needs its runtime: the plan goes on without
+        return []
+    lines = []
+    for d in descriptors:
+        ttl = f"; {d.ttl_config.describe()}; {describe_cleanup(d.ttl_config)}" if d.ttl_config is not None else ""
+        lines.append(f"  state:      {d.name}: {d.describe()}{ttl}")
+    if job.connected is not None:
+        for d in job.connected.broadcast:
+            lines.append(f"  broadcast:  {d.name}: {d.describe()} (one copy in the checkpoint; read-only in process_element)")
+    return lines
+
+
 def explain(job: Any) -> str:
     """A readable plan: what the job reads, how it keys and windows, and which path runs it."""
     p = plan(job)
@@ -144,6 +166,7 @@ def explain(job: Any) -> str:
     else:
         what = "interval join function" if job.connected is not None and job.connected.join_bounds else "keyed process function"
         lines.append(f"  function:   {type(job.function).__name__} ({what})")
+        lines.extend(_state_lines(job))
     lines.append(f"  output:     {job.output.ddl if job.output else '?'}")
     sink = job.sink_spec
     lines.append(f"  sink:       {_describe(sink)}")

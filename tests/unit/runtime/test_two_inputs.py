@@ -146,3 +146,14 @@ def test_a_watermark_on_the_second_input_only_is_refused():
            .process(Enrich(), output_schema="k string, what string, n bigint").sink(MemorySink()))
     with pytest.raises(JobDefinitionError, match="the connected input has a watermark strategy but the first input has none"):
         job.validate()
+
+
+def test_explain_lists_the_state_with_its_ttl_and_cleanup_and_the_broadcast_state():
+    from sparkstate.jobs import JOBS
+
+    text = explain(JOBS["dedup"].job(events=1000))
+    assert ("state:      seen: ValueState[bool]; ttl 1d, processing time, OnCreateAndWrite, NeverReturnExpired; "
+            "cleanup on write-back, incrementally 2 keys per run and 2 per element, background sweep every 1d") in text
+    fraud = explain(JOBS["fraud-detection"].job(events=1000))
+    assert "state:      profile: ValueState[Profile]; ttl 90d" in fraud
+    assert "broadcast:  rules: MapState[str, Rule] (one copy in the checkpoint; read-only in process_element)" in fraud
