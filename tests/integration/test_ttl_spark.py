@@ -9,6 +9,7 @@ of the rule are on the harness (tests/unit/api/test_state_ttl.py).
 
 from __future__ import annotations
 
+import pytest
 from spark_helpers import FAST
 
 from sparkstate import (
@@ -59,11 +60,11 @@ class TtlProbe(KeyedProcessFunction):
         self.seen.put(e["v"] % 3, e["v"])
 
 
-def _job(batches, sink):
+def _job(batches, sink, backend="rocksdb"):
     strategy = WatermarkStrategy.for_bounded_out_of_orderness(0).with_timestamp_column("ts")
     source = ListSource(batches, "k string, v bigint, ts bigint", "ts")
     return (Job("ttl").source(source, watermark=strategy).key_by("k")
-            .process(TtlProbe(), output_schema=OUTPUT).sink(sink).with_settings(**FAST))
+            .process(TtlProbe(), output_schema=OUTPUT).sink(sink).with_settings(**FAST, state_backend=backend))
 
 
 def _batches(n, base=1_000_000):
@@ -72,11 +73,14 @@ def _batches(n, base=1_000_000):
             for i in range(n)]
 
 
-def test_ttl_on_spark_decides_as_the_harness_across_a_restart(spark, checkpoint):
+@pytest.mark.parametrize("backend", ["rocksdb", "hashmap"])
+def test_ttl_on_spark_decides_as_the_harness_across_a_restart(spark, checkpoint, backend):
+    """Both backends: the hashmap backend (applyInPandasWithState) takes its processing time from
+    Spark's group state, the RocksDB backend (transformWithState) from its timer values."""
     batches = _batches(6)
     sink = MemorySink()
-    assert _job(batches[:3], sink).run(checkpoint_dir=checkpoint, spark=spark).completed
-    assert _job(batches, sink).run(checkpoint_dir=checkpoint, spark=spark).completed
+    assert _job(batches[:3], sink, backend).run(checkpoint_dir=checkpoint, spark=spark).completed
+    assert _job(batches, sink, backend).run(checkpoint_dir=checkpoint, spark=spark).completed
     cp = CheckpointDir.open(checkpoint)
     recorded = {batch_timestamp(cp, b) for b in cp.committed_batches()}
     # every row saw its batch's recorded timestamp as processing time, one per list batch
