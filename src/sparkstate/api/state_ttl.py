@@ -59,7 +59,6 @@ from sparkstate.api.state import (
     _Handle,
     register_ttl_handles,
 )
-from sparkstate.errors import StateDescriptorError
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -416,14 +415,3 @@ _TTL_HANDLES: dict[type[StateDescriptor], type[_Handle]] = {
     AggregatingStateDescriptor: TtlAggregatingState,
 }
 register_ttl_handles(_TTL_HANDLES)
-
-
-def refuse_ttl(desc: StateDescriptor, where: str) -> None:
-    """Refuse a descriptor with a TTL where state cannot expire (broadcast state, as in Flink,
-    whose broadcast state has no TTL); ``where`` names the place, e.g. ``"Job.broadcast"``."""
-    if getattr(desc, "ttl_config", None) is not None:
-        raise StateDescriptorError(
-            f"{where}: {desc.describe()} {desc.name!r} has a time-to-live, which this state cannot have "
-            "(broadcast state is the same for every key and never expires, as in Flink). Use a descriptor "
-            "without enable_time_to_live here, and remove entries yourself when they are no longer needed"
-        )

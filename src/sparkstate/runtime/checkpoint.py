@@ -71,7 +71,7 @@ def job_metadata(job: Any, spec: Any, descriptors: list, settings: dict, path: s
 def connected_identity(job: Any) -> dict | None:
     """What a two-input job's state depends on in its second input: its kind, its source (whose
     offsets the checkpoint records beside the first's), its key, its broadcast states."""
-    c = getattr(job, "connected", None)
+    c = job.connected
     if c is None:
         return None
     kind = "broadcast" if c.is_broadcast else "interval join" if c.join_bounds is not None else "keyed"

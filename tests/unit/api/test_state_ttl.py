@@ -29,7 +29,7 @@ from sparkstate import (
     WatermarkStrategy,
 )
 from sparkstate.api.state import ListState, MapState, ValueState
-from sparkstate.api.state_ttl import TtlValueState, refuse_ttl
+from sparkstate.api.state_ttl import TtlValueState
 from sparkstate.savepoint.files import LocalDirectory, open_savepoint
 from tests.ttl_model import ABSENT, ListModel, MapModel, Rule, SingleModel
 
@@ -452,13 +452,6 @@ def test_a_bad_accumulator_is_refused_with_ttl():
     h = KeyedHarness(Ops(desc), "k")
     with pytest.raises(Exception, match="accumulator returned by add"):
         h.process_element({"k": "a", "op": "add", "arg": 1})
-
-
-def test_refuse_ttl_names_the_state_and_the_place():
-    cfg = config(UPDATE.OnCreateAndWrite, VISIBILITY.NeverReturnExpired, False)
-    refuse_ttl(MapStateDescriptor("rules", str, int), "Job.broadcast")  # no TTL: fine
-    with pytest.raises(StateDescriptorError, match=r"Job.broadcast: MapState\[str, int\] 'rules' has a time-to-live"):
-        refuse_ttl(MapStateDescriptor("rules", str, int).enable_time_to_live(cfg), "Job.broadcast")
 
 
 # --------------------------------------------------------------------------- savepoints

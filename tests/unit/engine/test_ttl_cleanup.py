@@ -384,7 +384,7 @@ def test_a_checkpoint_records_ttl_configs_and_its_savepoint_files_leave_expired_
     kept = ListStateDescriptor("l", int).enable_time_to_live(ttl())
     plain = ValueStateDescriptor("plain", int)
     job = SimpleNamespace(name="j", source_spec=SimpleNamespace(identity=lambda: {}), settings=SimpleNamespace(
-        key_groups=4, state_backend="rocksdb"), window_assigner=None)
+        key_groups=4, state_backend="rocksdb"), window_assigner=None, connected=None)
     spec = SimpleNamespace(fn=Writes(ttl()), key_columns=("key",), bucket_size=8, time_mode="ProcessingTime")
     meta = job_metadata(job, spec, [snap, kept, plain], {}, "python")
     assert set(meta["state_ttl_configs"]) == {"v", "l"}
