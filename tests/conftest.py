@@ -61,6 +61,21 @@ def postgres_db(postgres_server, request) -> str:
     return postgres_server.database_url(name)
 
 
+@pytest.fixture(scope="session")
+def kafka_broker():
+    """A real Kafka-protocol broker for the session (``scripts/kafka.sh``, noida-db)."""
+    from kafka_server import LocalKafka
+
+    broker = LocalKafka()
+    try:
+        broker.start()
+    except RuntimeError as exc:
+        broker.remove()
+        pytest.fail(f"cannot start the test Kafka broker: {exc}", pytrace=False)
+    yield broker
+    broker.remove()
+
+
 def pytest_collection_finish(session):
     for module in {item.module for item in session.items if getattr(item, "module", None)}:
         cloudpickle.register_pickle_by_value(module)

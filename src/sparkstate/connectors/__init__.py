@@ -2,6 +2,7 @@
 
 from sparkstate.connectors.enrichment import MerchantProfiles, Purchases
 from sparkstate.connectors.generator import ClickEvents, Generator, TaxiRides, UpiPayments
+from sparkstate.connectors.kafka import KafkaSink, KafkaSource
 from sparkstate.connectors.sinks import (
     ConsoleSink,
     ForeachBatchSink,
@@ -21,6 +22,8 @@ __all__ = [
     "FileSource",
     "ForeachBatchSink",
     "Generator",
+    "KafkaSink",
+    "KafkaSource",
     "ListSource",
     "MemorySink",
     "MerchantProfiles",

@@ -263,10 +263,18 @@ class LineParser:
         dead letter ``{"raw": line, "reason": ...}`` for each line that is not one; with
         ``with_raw`` also each event's line (for dead letters made later, such as an event
         time too far ahead). Never raises on a line's content."""
+        batch, dead, raws, _ = self.parse_indexed(lines)
+        return (batch, dead, raws) if with_raw else (batch, dead)
+
+    def parse_indexed(self, lines: Iterable[str | None]) -> tuple[pa.RecordBatch, list[dict[str, str]], list[str], list[int]]:
+        """As :meth:`parse` with ``with_raw``, and each event's index among ``lines`` (a
+        source that adds columns of its own to an event, such as a Kafka record's offset,
+        finds its record by it)."""
         rows: list[list] = []
         raws: list[str] = []
+        kept_at: list[int] = []
         dead: list[dict[str, str]] = []
-        for line in lines:
+        for at, line in enumerate(lines):
             if line is None:
                 continue
             line = line.rstrip("\r\n")
@@ -288,20 +296,21 @@ class LineParser:
                 continue
             rows.append(values)
             raws.append(line)
+            kept_at.append(at)
         try:
             batch = self._batch(rows)
         except Exception:  # noqa: BLE001 - a value Arrow refuses after all: find its line
             kept = []
-            for values, line in zip(rows, raws):
+            for values, line, i in zip(rows, raws, kept_at):
                 try:
                     self._batch([values])
                 except Exception as exc:  # noqa: BLE001
                     dead.append({"raw": line, "reason": f"cannot store the line's values: {type(exc).__name__}: {exc}"})
                 else:
-                    kept.append((values, line))
-            rows, raws = [v for v, _ in kept], [line for _, line in kept]
+                    kept.append((values, line, i))
+            rows, raws, kept_at = [v for v, _, _ in kept], [line for _, line, _ in kept], [i for _, _, i in kept]
             batch = self._batch(rows)
-        return (batch, dead, raws) if with_raw else (batch, dead)
+        return batch, dead, raws, kept_at
 
     def _batch(self, rows: list[list]) -> pa.RecordBatch:
         columns = list(zip(*rows)) if rows else [() for _ in self.schema]

@@ -31,6 +31,8 @@ from sparkstate.api.functions import DEAD_LETTERS
 from sparkstate.api.io import SinkSpec
 from sparkstate.api.schema import Schema
 from sparkstate.connectors import database
+from sparkstate.connectors.kafka import protocol as kafka
+from sparkstate.connectors.kafka.sink import KafkaSink
 from sparkstate.connectors.sinks import ConsoleSink, DatabaseSink, ForeachBatchSink, MemorySink, NoopSink, ParquetSink
 from sparkstate.engine.output import python_rows
 from sparkstate.errors import JobDefinitionError
@@ -63,8 +65,8 @@ def spark_sink(sink: SinkSpec) -> SparkSink:
     """The Spark binding of a sink spec: each binding below registers the spec type it binds
     (a subclass of a spec, such as PostgresSink, takes its base's)."""
     raise JobDefinitionError(
-        f"unsupported sink {sink!r}; use ConsoleSink, ParquetSink, MemorySink, NoopSink, PostgresSink, SqliteSink "
-        "or ForeachBatchSink"
+        f"unsupported sink {sink!r}; use ConsoleSink, ParquetSink, MemorySink, NoopSink, PostgresSink, SqliteSink, "
+        "KafkaSink or ForeachBatchSink"
     )
 
 
@@ -218,14 +220,29 @@ class _Database(_EachBatch):
         return database.commit_batch(self.sink, _side_table(rows, schema), batch_id)
 
 
+@spark_sink.register(KafkaSink)
+@dataclass(frozen=True)
+class _Kafka(_EachBatch):
+    """Collects each batch on the driver and writes it in one Kafka transaction with its marker."""
+
+    sink: KafkaSink
+
+    def write_batch(self, df: Any, batch_id: int) -> Any:
+        return kafka.commit_batch(self.sink, df.toArrow(), batch_id)
+
+    def write_side(self, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> Any:
+        return kafka.commit_batch(self.sink, _side_table(rows, schema), batch_id)
+
+
 def attach(sink: SinkSpec, writer: Any) -> Any:
     """Configure ``writer`` (``df.writeStream``) for ``sink``; returns the writer."""
     return spark_sink(sink).attach(writer)
 
 
 def open_database_sinks(job: Any, checkpoint: CheckpointDir, native: bool, restored_from: str | None = None) -> Any:
-    """Bind the job's database sinks to it and check each one before batch 0 (reachable,
-    table created or fitting, markers agreeing with the checkpoint); returns the bound job.
+    """Bind the job's database and Kafka sinks to it and check each one before batch 0
+    (reachable, table or topic there, markers agreeing with the checkpoint; Kafka writers'
+    zombies fenced); returns the bound job.
     ``restored_from``: the savepoint id the checkpoint was restored from (its writers'
     identities carry it, see :attr:`DatabaseSink.marker`).
 
@@ -238,6 +255,9 @@ def open_database_sinks(job: Any, checkpoint: CheckpointDir, native: bool, resto
         for sink, schema in sinks:
             # schema None: where refused rows go, written only for batches that have some
             database.prepare(sink, schema, last, every_batch=schema is not None, may_be_new=sink is not job.sink_spec)
+    writers = database.job_kafka_sinks(job, with_side_outputs=not native)
+    if writers:
+        kafka.prepare(writers, checkpoint.last_committed_offset()[0])
     return job
 
 
@@ -350,7 +370,7 @@ def attach_job(
     """Configure ``writer`` for the job's sinks: through :func:`attach_dispatch` when the
     batch has side outputs (``split``) or the main sink is a database (whose refused rows
     become dead letters), else straight to the main sink."""
-    if split or isinstance(job.sink_spec, DatabaseSink):
+    if split or isinstance(job.sink_spec, (DatabaseSink, KafkaSink)):
         counts = side_counts if side_counts is not None else {}
         return attach_dispatch(job, writer, default_dir, counts, warnings, split=split)
     return attach(job.sink_spec, writer)

@@ -769,6 +769,32 @@ def source_offset(progress_source: dict, which: str = "endOffset") -> int | None
     return None
 
 
+def _offset_json(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return value
+
+
+def kafka_records(progress_source: dict) -> int | None:
+    """Records a micro-batch of a Kafka source read, from its offsets (None: not a Kafka
+    source's; a checkpoint's first batch, whose start Spark does not report, carries it in its
+    end offset). Offsets that hold no
+    record (transaction markers, aborted records) count too: an upper bound on a
+    transactional topic."""
+    end, start = _offset_json(progress_source.get("endOffset")), _offset_json(progress_source.get("startOffset"))
+    if not (isinstance(end, dict) and isinstance(end.get("topics"), dict)):
+        return None
+    before = start.get("topics") if isinstance(start, dict) else end.get("initial")
+    if not isinstance(before, dict):
+        return None
+    return sum(
+        max(0, int(o) - int(before.get(t, {}).get(p, 0))) for t, parts in end["topics"].items() for p, o in parts.items()
+    )
+
+
 def restore_promise(source: SourceSpec) -> str:
     """What a run restored from a savepoint reads of ``source`` (``sparkstate explain``)."""
     return spark_source(source).restore_promise()
@@ -801,6 +827,9 @@ def batch_events(source: Any, progress: dict, first: int = 0) -> int:
     unioned after it, are the second). ``first`` is where a new checkpoint's first batch
     starts (Spark reports no start offset for it): a restored run's savepoint offset."""
     sources = progress.get("sources") or []
+    records = kafka_records(sources[0]) if sources else None
+    if records is not None:
+        return records
     end = source_offset(sources[0]) if sources else None
     if end is not None:
         start = source_offset(sources[0], "startOffset")

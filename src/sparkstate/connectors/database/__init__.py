@@ -8,7 +8,13 @@ once, in one transaction with a ``(job, batch_id)`` marker.
 """
 
 from sparkstate.connectors.database.dialects import Column, Dialect, dialect_of, quote, upsert_statement
-from sparkstate.connectors.database.job_sinks import bind_job_sinks, dead_letter_sink, job_database_sinks, side_sinks
+from sparkstate.connectors.database.job_sinks import (
+    bind_job_sinks,
+    dead_letter_sink,
+    job_database_sinks,
+    job_kafka_sinks,
+    side_sinks,
+)
 from sparkstate.connectors.database.protocol import (
     MARKER_TABLE,
     BatchOutcome,
@@ -31,6 +37,7 @@ __all__ = [
     "dead_letter_sink",
     "dialect_of",
     "job_database_sinks",
+    "job_kafka_sinks",
     "prepare",
     "quote",
     "reset",

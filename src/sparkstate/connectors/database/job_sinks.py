@@ -7,7 +7,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from sparkstate.connectors.kafka.sink import KafkaSink
 from sparkstate.connectors.sinks import DatabaseSink
+
+#: the sinks a job binds to its name (their writer identity) and whose side outputs go beside them
+BOUND_SINKS = (DatabaseSink, KafkaSink)
 
 
 def bind_job_sinks(job: Any, restored_from: str | None = None) -> Any:
@@ -18,24 +22,24 @@ def bind_job_sinks(job: Any, restored_from: str | None = None) -> Any:
     from dataclasses import replace
 
     def restored(sink: Any) -> Any:
-        return replace(sink, restored_from=restored_from) if isinstance(sink, DatabaseSink) else sink
+        return replace(sink, restored_from=restored_from) if isinstance(sink, BOUND_SINKS) else sink
 
     main = job.sink_spec
-    if isinstance(main, DatabaseSink):
+    if isinstance(main, BOUND_SINKS):
         main = restored(main.for_job(job.name))
     sides = tuple(
-        (n, restored(s.for_side_output(job.name, n, main)) if isinstance(s, DatabaseSink) else s) for n, s in job.side_sinks
+        (n, restored(s.for_side_output(job.name, n, main)) if isinstance(s, BOUND_SINKS) else s) for n, s in job.side_sinks
     )
     return replace(job, sink_spec=main, side_sinks=sides)
 
 
 def side_sinks(job: Any) -> dict[str, Any]:
     """Each side output's sink, for a bound job: its own, or when the main sink is a database
-    a table beside the main one; None where neither applies (the caller's default)."""
+    a table beside the main one (Kafka: a topic); None where neither applies (the caller's default)."""
     own = dict(job.side_sinks)
     main = job.sink_spec
     return {
-        n: own.get(n) or (main.side_table(n) if isinstance(main, DatabaseSink) else None) for n in job.side_output_names
+        n: own.get(n) or (main.side_table(n) if isinstance(main, BOUND_SINKS) else None) for n in job.side_output_names
     }
 
 
@@ -49,7 +53,7 @@ def dead_letter_sink(job: Any) -> Any:
     if own is not None:
         return own
     main = job.sink_spec
-    return main.side_table(DEAD_LETTERS.name) if isinstance(main, DatabaseSink) else None
+    return main.side_table(DEAD_LETTERS.name) if isinstance(main, BOUND_SINKS) else None
 
 
 def job_database_sinks(job: Any, with_side_outputs: bool = True) -> list[tuple[Any, pa.Schema | None]]:
@@ -70,4 +74,15 @@ def job_database_sinks(job: Any, with_side_outputs: bool = True) -> list[tuple[A
     refusals = dead_letter_sink(job)
     if out and isinstance(refusals, DatabaseSink) and all(s != refusals for s, _ in out):
         out.append((refusals, None))
+    return out
+
+
+def job_kafka_sinks(job: Any, with_side_outputs: bool = True) -> list[KafkaSink]:
+    """The Kafka sinks of a bound job: main, side outputs, and where refused rows go."""
+    out: list[KafkaSink] = [job.sink_spec] if isinstance(job.sink_spec, KafkaSink) else []
+    if with_side_outputs:
+        out += [s for s in side_sinks(job).values() if isinstance(s, KafkaSink)]
+    refusals = dead_letter_sink(job)
+    if out and isinstance(refusals, KafkaSink) and all(s != refusals for s in out):
+        out.append(refusals)
     return out

@@ -1,0 +1,262 @@
+"""Reading a Kafka source: where micro-batches start and end (on the driver) and the records
+of one partition's offset range as events (in Spark's Python workers).
+
+Offsets are ``{topic: {partition: offset}}`` with partitions as strings (they travel as
+JSON in Spark's offset log); an offset is the next record to read. A micro-batch reads, per
+partition, the records from its start offset up to (not including) its end offset, so a
+replayed batch reads exactly what its first attempt read.
+
+Invariants:
+
+* an end offset never passes a partition's last stable offset (``read_committed``): every
+  record below it belongs to a decided transaction, so a range reads the same records
+  whenever it is read;
+* a start offset below the partition's earliest offset (retention deleted records the job
+  never read) is an error naming the records lost, never a silent skip;
+* a partition that appears between two batches starts at offset 0 (its first record), in
+  every batch that reads it, so replays agree.
+
+No pyspark here: the unit tests run it against the broker without Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from sparkstate.connectors.kafka.client import METADATA_TIMEOUT_S, client_config, mask, topic_partitions, unreachable
+from sparkstate.errors import SourceError
+
+Offsets = dict[str, dict[str, int]]
+
+#: seconds a partition's range may make no progress before its read fails (a lost broker)
+READ_TIMEOUT_S = 30.0
+#: records handed on per Arrow batch while a range is read
+CHUNK = 100_000
+
+
+def consumer_config(servers: str, options: Mapping[str, Any], group: str) -> dict[str, Any]:
+    """A consumer that reads only what it is told (offsets live in the checkpoint, not the group)."""
+    return client_config(
+        servers, options,
+        **{"group.id": group, "enable.auto.commit": False, "enable.auto.offset.store": False,
+           "isolation.level": "read_committed", "auto.offset.reset": "error",
+           "allow.auto.create.topics": False, "enable.partition.eof": False},
+    )
+
+
+def _retention_error(servers: str, topic: str, part: int | str, start: int, low: int) -> SourceError:
+    return SourceError(
+        f"Kafka at {mask(servers)} no longer holds records {start} to {low - 1} of topic {topic!r} partition {part} "
+        f"(its earliest offset is now {low}; retention deleted them before this job read them). They cannot be "
+        "read, and sparkstate does not skip them silently. Either start a new checkpoint (`sparkstate run --fresh`, "
+        "or another checkpoint directory) with starting='earliest' to read what the broker still holds, or keep "
+        "records longer (the topic's retention.ms) so that a stopped job finds them"
+    )
+
+
+class OffsetBook:
+    """The driver's view of a source's topics: partitions, their readable ends and earliest
+    offsets (one consumer, never assigned: it only asks the broker)."""
+
+    def __init__(self, servers: str, topics: Sequence[str], options: Mapping[str, Any], group: str) -> None:
+        from confluent_kafka import Consumer
+
+        self.servers, self.topics = servers, list(topics)
+        self._consumer = Consumer(consumer_config(servers, options, group))
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def partitions(self, topic: str) -> list[int]:
+        parts = topic_partitions(self._consumer, topic, self.servers, f"looking up topic {topic!r}", SourceError)
+        if parts is None:
+            raise SourceError(
+                f"topic {topic!r} does not exist on Kafka at {mask(self.servers)}: a source reads an existing topic "
+                "(create it, e.g. with your Kafka tools or `sparkstate produce`, or check the name)"
+            )
+        return parts
+
+    def bounds(self, topic: str, part: int) -> tuple[int, int]:
+        """(earliest offset, last stable offset) of a partition."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=METADATA_TIMEOUT_S)
+        except KafkaException as exc:
+            raise SourceError(unreachable(self.servers, f"reading the offsets of {topic!r} partition {part}", exc)) from None
+        return int(low), int(high)
+
+    def _times(self, topic: str, parts: list[int], when: int) -> dict[int, int]:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            found = self._consumer.offsets_for_times([TopicPartition(topic, p, when) for p in parts], timeout=METADATA_TIMEOUT_S)
+        except KafkaException as exc:
+            raise SourceError(unreachable(self.servers, f"looking up offsets by time in {topic!r}", exc)) from None
+        # no record at or after the time: the partition's end
+        return {tp.partition: tp.offset if tp.offset >= 0 else self.bounds(topic, tp.partition)[1] for tp in found}
+
+    def initial(self, starting: str) -> Offsets:
+        """Where a new checkpoint starts, resolved now (the reader keeps it, see the runtime)."""
+        explicit: Offsets = json.loads(starting.partition(":")[2]) if starting.startswith("offsets:") else {}
+        out: Offsets = {}
+        for topic in self.topics:
+            parts = self.partitions(topic)
+            if starting == "latest":
+                out[topic] = {str(p): self.bounds(topic, p)[1] for p in parts}
+            elif starting.startswith("timestamp:"):
+                out[topic] = {str(p): o for p, o in self._times(topic, parts, int(starting.partition(":")[2])).items()}
+            else:
+                given = explicit.get(topic, {})
+                out[topic] = {str(p): int(given[str(p)]) if str(p) in given else self.bounds(topic, p)[0] for p in parts}
+        return out
+
+    def latest(self, start: Offsets, max_records: int | None) -> Offsets:
+        """The end of the next micro-batch from ``start``: each partition's last stable offset,
+        scaled down to ``max_records`` in all (in proportion to each partition's lag)."""
+        ends: Offsets = {}
+        lags: list[tuple[str, str, int, int]] = []
+        for topic in self.topics:
+            known = start.get(topic, {})
+            ends[topic] = dict(known)
+            for p in self.partitions(topic):
+                s = int(known.get(str(p), 0))
+                low, high = self.bounds(topic, p)
+                if high > s and s < low:
+                    raise _retention_error(self.servers, topic, p, s, low)
+                ends[topic][str(p)] = max(s, high)
+                if high > s:
+                    lags.append((topic, str(p), s, high - s))
+        total = sum(lag for *_, lag in lags)
+        if max_records is not None and total > max_records:
+            budget = max_records
+            for i, (topic, part, s, lag) in enumerate(lags):
+                share = lag * max_records // total if i < len(lags) - 1 else budget
+                share = max(1, min(lag, share, budget)) if budget else 0
+                budget -= share
+                ends[topic][part] = s + share
+        return ends
+
+
+def ranges(start: Offsets, end: Offsets) -> list[tuple[int, str, int, int, int]]:
+    """The (index, topic, partition, from, to) of every partition a batch reads, in a fixed
+    order (topics, then partitions by number), so a replay numbers them alike."""
+    out = []
+    index = 0
+    for topic in sorted(end):
+        for p in sorted(end[topic], key=int):
+            s, e = int(start.get(topic, {}).get(p, 0)), int(end[topic][p])
+            if e > s:
+                out.append((index, topic, int(p), s, e))
+            index += 1
+    return out
+
+
+def fetch(
+    servers: str, options: Mapping[str, Any], group: str, topic: str, part: int, start: int, end: int,
+    timeout_s: float = READ_TIMEOUT_S,
+) -> Iterator[list[Any]]:
+    """The records of ``[start, end)`` of one partition, in chunks of messages. Offsets
+    without a record (transaction markers, aborted records) are skipped as the consumer
+    skips them; a range the broker no longer holds, or one that makes no progress for
+    ``timeout_s`` seconds, raises :class:`SourceError`."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    transient = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._PARTITION_EOF}
+    consumer = Consumer(consumer_config(servers, options, group))
+    try:
+        consumer.assign([TopicPartition(topic, part, start)])
+        pos, last_progress = start, time.monotonic()
+        while pos < end:
+            chunk: list[Any] = []
+            for msg in consumer.consume(min(CHUNK, end - pos), timeout=0.5):
+                err = msg.error()
+                if err is not None:
+                    if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                        low = _low(consumer, topic, part)
+                        raise _retention_error(servers, topic, part, pos, low if low is not None else end)
+                    if err.code() in transient:
+                        continue
+                    where = f"topic {topic!r} partition {part}"
+                    raise SourceError(f"Kafka at {mask(servers)} failed reading {where}: {mask(err.str())}")
+                offset = msg.offset() or 0
+                if offset >= end:
+                    pos = end
+                    break
+                chunk.append(msg)
+                pos = offset + 1
+            if chunk:
+                last_progress = time.monotonic()
+                yield chunk
+                continue
+            if pos < end:
+                at = consumer.position([TopicPartition(topic, part)])[0].offset
+                if at >= end:  # the rest of the range holds no records (markers, aborted)
+                    break
+                if at > pos:
+                    pos, last_progress = at, time.monotonic()
+                elif time.monotonic() - last_progress > timeout_s:
+                    raise SourceError(
+                        f"Kafka at {mask(servers)} delivered nothing of offsets {pos} to {end - 1} of topic {topic!r} "
+                        f"partition {part} for {timeout_s:.0f} s (is the broker down?). The micro-batch fails and "
+                        "nothing of it is committed; the next run reads it again"
+                    )
+    finally:
+        consumer.close()
+
+
+def _low(consumer: Any, topic: str, part: int) -> int | None:
+    from confluent_kafka import KafkaException, TopicPartition
+
+    try:
+        return int(consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=METADATA_TIMEOUT_S)[0])
+    except KafkaException:
+        return None
+
+
+def _text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", errors="replace")
+
+
+class RecordColumns:
+    """Turns messages into the ``kafka_*`` columns a source's schema asks for."""
+
+    def __init__(self, meta: Sequence[tuple[str, str]]) -> None:
+        from sparkstate.api.schema import arrow_type
+
+        self.meta = [(name, arrow_type(ddl)) for name, ddl in meta]
+
+    def column(self, name: str, kind: pa.DataType, msgs: Sequence[Any]) -> pa.Array:
+        if name == "kafka_key":
+            keys = [m.key() for m in msgs]
+            return pa.array(keys if pa.types.is_binary(kind) else [_text(k) for k in keys], kind)
+        if name == "kafka_topic":
+            return pa.array([m.topic() for m in msgs], kind)
+        if name == "kafka_partition":
+            return pa.array([m.partition() for m in msgs], kind)
+        if name == "kafka_offset":
+            return pa.array([m.offset() for m in msgs], kind)
+        if name == "kafka_timestamp":
+            stamps = [m.timestamp()[1] for m in msgs]
+            stamps = [t if t is not None and t >= 0 else None for t in stamps]
+            if pa.types.is_timestamp(kind):
+                return pa.array([None if t is None else t * 1000 for t in stamps], pa.int64()).cast(kind)
+            return pa.array(stamps, kind)
+        # kafka_headers: the last value of a repeated name wins
+        rows = []
+        for m in msgs:
+            headers = m.headers() or []
+            rows.append(list({k: _text(v) for k, v in headers}.items()))
+        return pa.array(rows, kind)
+
+    def add(self, events: pa.RecordBatch, msgs: Sequence[Any], schema: pa.Schema) -> pa.RecordBatch:
+        """``events`` (one per message of ``msgs``) with the metadata columns, in ``schema``'s order."""
+        have = {n: events.column(i) for i, n in enumerate(events.schema.names)}
+        for name, kind in self.meta:
+            have[name] = self.column(name, kind, msgs)
+        return pa.RecordBatch.from_arrays([have[f.name] for f in schema], schema=schema)

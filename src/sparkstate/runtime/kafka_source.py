@@ -1,0 +1,231 @@
+"""The Kafka source on Spark: a Python streaming data source whose offsets are the topics'
+per-partition Kafka offsets (``sparkstate.connectors.kafka.reader`` says how batches start and
+end), registered for :class:`~sparkstate.connectors.kafka.KafkaSource` specs.
+
+Spark writes a batch's end offsets to the checkpoint's offset log before running it, and a
+restarted query replays a batch that did not commit from the same offsets: the records are
+the same, so the batch's effect is the same (exactly-once). Where a *new* checkpoint starts
+(``starting="latest"`` or a time) is resolved once and kept beside the checkpoint, so a first
+batch replayed after a crash starts where its first attempt started.
+
+The reader parses and packs records in the task that reads them (one Python pass, as the
+generator does); unpacked, it gives the events themselves (the columns of the spec's schema).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+from sparkstate.api.schema import Schema
+from sparkstate.connectors.kafka.reader import CHUNK, OffsetBook, RecordColumns, fetch, ranges
+from sparkstate.connectors.kafka.source import DEFAULT_GROUP, KafkaSource, split_columns
+from sparkstate.connectors.text import LineParser
+from sparkstate.engine.events import PACKED_SCHEMA
+from sparkstate.runtime.spark_sources import _Binding, _packer, _with_options, pack_options, resumes, spark_source
+
+KAFKA_FORMAT = "sparkstate_kafka"
+#: Spark redacts option values whose key matches ``spark.redaction.regex`` ("secret", "password"...)
+#: in plans and logs: the client settings, which may hold a SASL password, travel under such a key
+SECRET_OPTIONS = "client_secret_options"
+START_FILE = "kafka-start.json"
+
+
+@dataclass(frozen=True)
+class KafkaRange(InputPartition):
+    index: int
+    topic: str
+    partition: int
+    start: int
+    end: int
+    now: int | None = None
+
+
+class KafkaDataSource(DataSource):
+    """``spark.readStream.format("sparkstate_kafka")``: a :class:`KafkaSource`'s events (or packed rows)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return KAFKA_FORMAT
+
+    def schema(self) -> str:
+        return PACKED_SCHEMA if self.options.get("pack_keys") else self.options["schema"]
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return KafkaStreamReader(dict(self.options))
+
+
+class KafkaStreamReader(DataSourceStreamReader):
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.options = dict(options)
+        self.servers = options["servers"]
+        self.topics: list[str] = json.loads(options["topics"])
+        self.client_options: dict[str, Any] = json.loads(options.get(SECRET_OPTIONS) or "{}")
+        self.group = options.get("group") or DEFAULT_GROUP
+        self.max_records = int(options["max_records"]) if options.get("max_records") else None
+        self._book: OffsetBook | None = None
+
+    def __getstate__(self) -> dict:
+        # the tasks that read get the options; the driver's metadata consumer stays in the driver
+        return {"options": self.options}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["options"])  # type: ignore[misc]
+
+    @property
+    def book(self) -> OffsetBook:
+        if self._book is None:
+            self._book = OffsetBook(self.servers, self.topics, self.client_options, self.group)
+        return self._book
+
+    def initialOffset(self) -> dict:
+        given = self.options.get("start_offsets")
+        if given:  # a restored savepoint's position
+            return {"topics": json.loads(given)}
+        path = self.options.get("start_file")
+        if path and os.path.exists(path):
+            with open(path) as f:
+                return json.load(f)
+        start = {"topics": self.book.initial(self.options.get("starting") or "earliest")}
+        if path:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path + ".tmp", "w") as f:
+                json.dump(start, f)
+            os.replace(path + ".tmp", path)
+        return start
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        begin = (start or self.initialOffset())["topics"]
+        end = self.book.latest(begin, self.max_records)
+        if start is not None and end == start.get("topics"):
+            return start  # an offset that differs would make Spark run an empty batch
+        # the wall clock rides with the offsets Spark logs: a replay reads the same processing time
+        offset: dict[str, Any] = {"topics": end, "now": int(time.time() * 1000)}
+        if start is None or "now" not in start:
+            # a checkpoint's first batch starts at initialOffset(), which progress reports do not
+            # give: its end carries its start, to count its records
+            offset["initial"] = begin
+        return offset
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        now = end.get("now")
+        return [
+            KafkaRange(i, topic, part, s, e, int(now) if now is not None else None)
+            for i, topic, part, s, e in ranges(start["topics"], end["topics"])
+        ]
+
+    # Spark passes back what partitions() returned; pyspark types it as the base class
+    def read(self, partition: KafkaRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        decode = RecordDecoder(self.options)
+        packer = _packer(self.options)
+        seq = 0
+        for msgs in fetch(self.servers, self.client_options, self.group, partition.topic, partition.partition,
+                          partition.start, partition.end):
+            for at in range(0, len(msgs), CHUNK):
+                events, dead, raws = decode(msgs[at : at + CHUNK])
+                if packer is None:
+                    if events.num_rows:
+                        yield events
+                    continue
+                packed = packer.pack(events, partition.index, seq, partition.now, raws, dead)
+                if packed is not None:
+                    seq += 1
+                    yield packed
+
+    def commit(self, end: dict) -> None:
+        pass  # the offsets are Spark's to keep, in the checkpoint; nothing is committed to the broker
+
+    def stop(self) -> None:
+        if self._book is not None:
+            self._book.close()
+
+
+class RecordDecoder:
+    """Messages into events of the source's schema, with dead letters for those that are not."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.schema = Schema.of(options["schema"]).arrow
+        self.format = options.get("format") or "json"
+        value, meta = split_columns(options["schema"])
+        self.meta = RecordColumns(meta)
+        self.value_names = [n for n, _ in value]
+        keys = [k for k in json.loads(options.get("pack_keys") or "[]") if k in self.value_names]
+        time_column = options.get("pack_time_column") or None
+        self.parser = None
+        if self.format != "raw":
+            self.parser = LineParser(
+                ", ".join(f"{n} {t}" for n, t in value), self.format, keys,
+                time_column if time_column in self.value_names else None,
+            )
+        self.binary_value = self.format == "raw" and pa.types.is_binary(self.schema.field("value").type)
+
+    def __call__(self, msgs: list[Any]) -> tuple[pa.RecordBatch, list[dict[str, str]], list[str] | None]:
+        if self.parser is None:
+            values = [m.value() for m in msgs]
+            if not self.binary_value:
+                values = [None if v is None else v.decode("utf-8", errors="replace") for v in values]
+            events = pa.RecordBatch.from_arrays([pa.array(values, self.schema.field("value").type)], names=["value"])
+            return self.meta.add(events, msgs, self.schema), [], None
+        lines: list[str | None] = []
+        dead: list[dict[str, str]] = []
+        for m in msgs:
+            v = m.value()
+            if v is None:
+                dead.append({"raw": "", "reason": f"record at offset {m.offset()} of {m.topic()!r} partition "
+                             f"{m.partition()} has no value (a tombstone)"})
+                lines.append(None)
+            else:
+                lines.append(v.decode("utf-8", errors="replace"))
+        events, refused, raws, kept = self.parser.parse_indexed(lines)
+        dead.extend(refused)
+        if len(kept) != len(msgs):
+            msgs = [msgs[i] for i in kept]
+        return self.meta.add(events, msgs, self.schema), dead, raws
+
+
+def register_kafka(spark: Any) -> None:
+    spark.dataSource.register(KafkaDataSource)
+
+
+def kafka_options(spec: KafkaSource) -> dict[str, str]:
+    return {
+        "servers": spec.bootstrap_servers,
+        "topics": json.dumps(list(spec.topic)),
+        "schema": spec.schema,
+        "format": spec.format,
+        "starting": spec.starting,
+        "max_records": "" if spec.max_records_per_batch is None else str(spec.max_records_per_batch),
+        SECRET_OPTIONS: json.dumps(dict(spec.options)),
+    }
+
+
+@spark_source.register(KafkaSource)
+@dataclass(frozen=True)
+class _Kafka(_Binding):
+    """Reads and packs in one pass; a restored run starts at the savepoint's offsets."""
+
+    spec: KafkaSource
+
+    def _read(self, spark: Any, scratch_dir: str | None, options: dict[str, str]) -> Any:
+        register_kafka(spark)
+        start_file = {"start_file": os.path.join(scratch_dir, START_FILE)} if scratch_dir else {}
+        return _with_options(spark.readStream.format(KAFKA_FORMAT), {**kafka_options(self.spec), **start_file, **options}).load()
+
+    def packed(self, spark: Any, job: Any, marker: bool, scratch_dir: str | None, start: dict | None = None) -> Any:
+        options = pack_options(job, marker=False)  # unbounded: no end of input
+        saved = (resumes(self.spec, start) or {}).get("source_offset")
+        if isinstance(saved, dict) and isinstance(saved.get("topics"), dict):
+            options["start_offsets"] = json.dumps(saved["topics"])
+        return self.raw(spark, scratch_dir, options)
+
+    def restore_promise(self) -> str:
+        return ("resumes at the savepoint's Kafka offsets: exactly the records after them, once (while the broker "
+                "still holds them)")
+
