@@ -31,19 +31,23 @@ def checkpoint(tmp_path) -> Path:
     return tmp_path / "checkpoint"
 
 
+def _started(server, what: str):
+    """Start a test server for the session, and remove it (data and all) at its end."""
+    try:
+        server.start()
+    except RuntimeError as exc:
+        server.remove()
+        pytest.fail(f"cannot start the test {what}: {exc}", pytrace=False)
+    yield server
+    server.remove()
+
+
 @pytest.fixture(scope="session")
 def postgres_server():
     """A real PostgreSQL server for the session (installed first when missing)."""
     from postgres_server import LocalPostgres
 
-    server = LocalPostgres()
-    try:
-        server.start()
-    except RuntimeError as exc:
-        server.remove()
-        pytest.fail(f"cannot start the test PostgreSQL server: {exc}", pytrace=False)
-    yield server
-    server.remove()
+    yield from _started(LocalPostgres(), "PostgreSQL server")
 
 
 @pytest.fixture(scope="session")
@@ -66,14 +70,7 @@ def kafka_broker():
     """A real Kafka-protocol broker for the session (``scripts/kafka.sh``, noida-db)."""
     from kafka_server import LocalKafka
 
-    broker = LocalKafka()
-    try:
-        broker.start()
-    except RuntimeError as exc:
-        broker.remove()
-        pytest.fail(f"cannot start the test Kafka broker: {exc}", pytrace=False)
-    yield broker
-    broker.remove()
+    yield from _started(LocalKafka(), "Kafka broker")
 
 
 def pytest_collection_finish(session):

@@ -8,44 +8,22 @@ Nothing is mocked: the source and sink talk to it through librdkafka as to any b
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "kafka.sh"
+from script_server import ScriptServer
 
 
-class LocalKafka:
-    """One broker in its own temporary folder."""
+class LocalKafka(ScriptServer):
+    """One broker in its own temporary folder; ``servers`` is its ``host:port``."""
 
-    def __init__(self) -> None:
-        self.dir = tempfile.mkdtemp(prefix="sparkstate-kafka-")
-        self.servers: str | None = None
+    script = "kafka.sh"
 
-    def _run(self, *args: str) -> str:
-        done = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=120)
-        if done.returncode != 0:
-            raise RuntimeError(f"scripts/kafka.sh {' '.join(args)} failed:\n{done.stderr.strip() or done.stdout.strip()}")
-        return done.stdout.strip()
-
-    def start(self) -> str:
-        """Start (or restart, on the same port and data) and return ``host:port``."""
-        self.servers = self._run("start", self.dir).splitlines()[-1]
-        return self.servers
-
-    def stop(self) -> None:
-        self._run("stop", self.dir)
-
-    def remove(self) -> None:
-        try:
-            self.stop()
-        finally:
-            shutil.rmtree(self.dir, ignore_errors=True)
+    @property
+    def servers(self) -> str | None:
+        return self.address
 
     # ------------------------------------------------------------------ helpers for tests
 

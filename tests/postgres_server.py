@@ -7,40 +7,18 @@ to this server as they would to any other.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "postgres.sh"
+from script_server import ScriptServer
 
 
-class LocalPostgres:
+class LocalPostgres(ScriptServer):
     """One server in its own temporary folder (under /tmp, which the postgres user can enter)."""
 
-    def __init__(self) -> None:
-        self.dir = tempfile.mkdtemp(prefix="sparkstate-pg-")
-        self.url: str | None = None
+    script = "postgres.sh"
+    timeout = 900  # a first start installs PostgreSQL
 
-    def _run(self, *args: str) -> str:
-        done = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=900)
-        if done.returncode != 0:
-            raise RuntimeError(f"scripts/postgres.sh {' '.join(args)} failed:\n{done.stderr.strip() or done.stdout.strip()}")
-        return done.stdout.strip()
-
-    def start(self) -> str:
-        """Start (or restart, on the same port and data) and return the server's URL."""
-        self.url = self._run("start", self.dir).splitlines()[-1]
-        return self.url
-
-    def stop(self) -> None:
-        self._run("stop", self.dir)
-
-    def remove(self) -> None:
-        try:
-            self.stop()
-        finally:
-            shutil.rmtree(self.dir, ignore_errors=True)
+    @property
+    def url(self) -> str | None:
+        return self.address
 
     def database_url(self, name: str) -> str:
         """A new, empty database on the server, by URL."""
