@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs sparkstate (scripts/setup.sh), then runs the whole test suite: unit tests on the
-# in-process harness, then integration tests on a local Spark (RocksDB, real checkpoints) and a
-# local PostgreSQL server for the database sinks.
+# in-process harness, then integration tests on a local Spark (RocksDB, real checkpoints), a
+# local PostgreSQL server for the database sinks and a local Kafka-protocol broker (noida-db,
+# started by the tests through scripts/kafka.sh) for the Kafka source and sink.
 # Extra arguments go to pytest, e.g. `scripts/test.sh -m "not spark"` for the fast part only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
