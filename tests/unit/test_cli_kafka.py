@@ -137,3 +137,22 @@ def test_run_on_a_kafka_source_refuses_generator_options_and_bad_urls_before_spa
     assert "?max_records=N in its URL" in squashed(bad.output) and SECRET not in bad.output
     bad = CliRunner().invoke(main, ["run", "running-sum", "--source", url + "?max_record=5"], terminal_width=250)
     assert bad.exit_code == 1 and "unknown option(s) max_record" in squashed(bad.output) and SECRET not in bad.output
+
+
+def test_the_readmes_reader_sees_committed_transactions_only(kafka_broker):
+    """README.md's ``read_committed`` (section Kafka) as a reader runs it, on a topic holding a
+    committed and an aborted transaction and records written without one; a read_uncommitted
+    reader sees the aborted records too, as the README says."""
+    from readme_examples import python_blocks, run_blocks
+
+    blocks = [b for b in python_blocks() if b.section == "Kafka" and "def read_committed" in b.code]
+    assert len(blocks) == 1
+    namespace = run_blocks(blocks)
+    topic = kafka_broker.new_topic("readme", 2)
+    kafka_broker.produce(topic, [{"n": i} for i in range(5)], transactional_id=f"t-{topic}")
+    kafka_broker.produce(topic, [{"n": -i} for i in range(1, 4)], transactional_id=f"t-{topic}", abort=True)
+    kafka_broker.produce(topic, [{"n": 9}])
+    values = namespace["read_committed"](kafka_broker.servers, topic, idle_s=1.0)
+    assert sorted(v["n"] for v in values) == [0, 1, 2, 3, 4, 9]
+    # what the README says read_uncommitted readers see: the aborted records too
+    assert sorted(r["value"]["n"] for r in kafka_broker.read(topic, committed=False)) == [-3, -2, -1, 0, 1, 2, 3, 4, 9]
