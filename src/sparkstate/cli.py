@@ -413,7 +413,7 @@ def _produce(url: str, events: int, rate: float | None, merchants: int, seed: in
     from sparkstate.errors import SinkError
 
     servers, topic, options = parse_kafka_url(url)
-    refuse_unknown_kafka_options(url, options, (), "target of `sparkstate produce`")
+    refuse_unknown_kafka_options(url, options, (), "topic to produce to")
     target = KafkaSink(servers, topic, create_topics=create, partitions=partitions, options=options)  # checks the name
     admin = AdminClient(client_config(servers, options, **{"allow.auto.create.topics": False}))  # looking creates none
     found = topic_partitions(admin, topic, servers, f"looking up topic {topic!r}", SinkError)

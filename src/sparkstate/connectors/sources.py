@@ -355,10 +355,6 @@ class FileSource(TextLines):
         return f"files {self.path} ({self.format} lines)"
 
 
-#: what a ``kafka://`` source URL may set beside librdkafka's settings (names with a dot)
-KAFKA_SOURCE_OPTIONS = ("format", "starting", "max_records")
-
-
 def mask_any_url(spec: str) -> str:
     """A URL of any scheme, or a mistyped one (``kafka:/user:pw@host``), with its credentials
     masked: for the message that says the URL is unknown."""
@@ -377,49 +373,18 @@ def refuse_unknown_kafka_options(spec: str, options: dict[str, str], known: tupl
 
     unknown = sorted(n for n in options if n not in known and "." not in n)
     if unknown:
+        takes = f"{', '.join(known)}, and" if known else "only"
         raise JobDefinitionError(
-            f"{what} {mask(spec)!r}: unknown option(s) {', '.join(unknown)}; a Kafka {what} takes "
-            f"{', '.join(known)}, and librdkafka's settings by their dotted names (e.g. security.protocol)"
+            f"{what} {mask(spec)!r}: unknown option(s) {', '.join(unknown)}; a Kafka {what} takes {takes} "
+            "librdkafka's settings by their dotted names (e.g. security.protocol)"
         )
-
-
-def kafka_source(spec: str, schema: str, time_column: str | None = None) -> TextLines:
-    """``kafka://[USER:PASSWORD@]HOST:PORT/TOPIC?format=json|csv&starting=earliest|latest|TIME&max_records=N``
-    as a :class:`~sparkstate.connectors.kafka.source.KafkaSource` of ``schema`` (names with a
-    dot are librdkafka settings). Its ``name``, which names a CLI run's checkpoint folder, has
-    the topic: another topic is another checkpoint."""
-    import re
-
-    from sparkstate.connectors.kafka.client import mask
-    from sparkstate.connectors.kafka.source import KafkaSource, parse_kafka_url
-
-    servers, topic, options = parse_kafka_url(spec)
-    refuse_unknown_kafka_options(spec, options, KAFKA_SOURCE_OPTIONS, "source")
-    fmt = options.pop("format", "json")
-    if fmt not in ("json", "csv"):
-        raise JobDefinitionError(
-            f"source {mask(spec)!r}: format must be json or csv (records whose value holds the job's columns), got {fmt!r}"
-        )
-    kwargs: dict[str, Any] = {}
-    if "starting" in options:
-        kwargs["starting"] = options.pop("starting")
-    if "max_records" in options:
-        text = options.pop("max_records")
-        if not text.isdigit() or int(text) < 1:
-            raise JobDefinitionError(
-                f"source {mask(spec)!r}: max_records must be a positive number of records per micro-batch, got {text!r}"
-            )
-        kwargs["max_records_per_batch"] = int(text)
-    name = "kafka-" + re.sub(r"[^A-Za-z0-9._-]", "_", topic)
-    return KafkaSource(servers, topic, schema, format=fmt, time_column=time_column, options=options, name=name, **kwargs)
 
 
 def parse_source(spec: str, schema: str, time_column: str | None = None) -> TextLines:
-    """A source from a CLI string, reading events of ``schema``: ``socket://HOST:PORT`` or
-    ``file:DIRECTORY``, each with ``?format=csv`` for CSV lines (default JSON), or
-    ``kafka://HOST:PORT/TOPIC?...`` (see :func:`kafka_source`)."""
-    if spec.startswith("kafka://"):
-        return kafka_source(spec, schema, time_column)
+    """A text source from a CLI string, reading events of ``schema``: ``socket://HOST:PORT``
+    or ``file:DIRECTORY``, each with ``?format=csv`` for CSV lines (default JSON). (A seed job's
+    ``kafka://`` source is built by ``sparkstate.jobs.registry.kafka_source``: the Kafka source's
+    module builds on this one.)"""
     base, _, query = spec.partition("?")
     options = {k: v[-1] for k, v in parse_qs(query).items()}
     fmt = options.pop("format", "json")
@@ -438,6 +403,6 @@ def parse_source(spec: str, schema: str, time_column: str | None = None) -> Text
         if base.startswith(prefix) and len(base) > len(prefix):
             return FileSource(base[len(prefix):], schema, format=fmt, time_column=time_column)
     raise JobDefinitionError(
-        f"unknown source {mask_any_url(spec)!r}; use socket://HOST:PORT or file:DIRECTORY (each with ?format=csv for CSV), "
-        "or kafka://HOST:PORT/TOPIC (?format=csv, &starting=earliest|latest|TIME, &max_records=N)"
+        f"unknown source {mask_any_url(spec)!r}; use socket://HOST:PORT or file:DIRECTORY (each with ?format=csv for CSV); "
+        "`sparkstate run --source` also takes kafka://HOST:PORT/TOPIC (&starting=earliest|latest|TIME, &max_records=N)"
     )

@@ -1,4 +1,4 @@
-"""``kafka://`` URLs of the command line: ``--source`` (``parse_source``, a seed job's
+"""``kafka://`` URLs of the command line: ``--source`` (``kafka_source``, a seed job's
 ``text_source``) and ``--sink`` (``parse_sink``), their options, their errors, and
 credentials that no description, repr or message shows."""
 
@@ -9,9 +9,9 @@ import pytest
 from sparkstate.connectors.generator import UpiPayments
 from sparkstate.connectors.kafka import KafkaSink, KafkaSource
 from sparkstate.connectors.sinks import parse_sink
-from sparkstate.connectors.sources import parse_source
 from sparkstate.errors import JobDefinitionError
 from sparkstate.jobs import get_job
+from sparkstate.jobs.registry import kafka_source
 
 PAYMENTS = UpiPayments.schema_ddl
 SECRET = "Pw-7f3a"
@@ -29,15 +29,15 @@ def test_a_kafka_source_url_reads_the_seed_jobs_columns():
 
 
 def test_source_options_and_librdkafka_settings():
-    src = parse_source(
+    src = kafka_source(
         "kafka://h1:9092,h2:9092/pay.v2?format=csv&starting=latest&max_records=5000&fetch.max.bytes=1048576",
         PAYMENTS, "event_time")
     assert isinstance(src, KafkaSource)
     assert src.bootstrap_servers == "h1:9092,h2:9092" and src.topic == ("pay.v2",) and src.name == "kafka-pay.v2"
     assert (src.format, src.starting, src.max_records_per_batch) == ("csv", "latest", 5000)
     assert src.options == {"fetch.max.bytes": "1048576"}
-    assert parse_source("kafka://h:1/t?starting=1735689600000", PAYMENTS).starting == "timestamp:1735689600000"
-    assert parse_source("kafka://h:1/t?starting=2025-01-01T00:00:00Z", PAYMENTS).starting == "timestamp:1735689600000"
+    assert kafka_source("kafka://h:1/t?starting=1735689600000", PAYMENTS).starting == "timestamp:1735689600000"
+    assert kafka_source("kafka://h:1/t?starting=2025-01-01T00:00:00Z", PAYMENTS).starting == "timestamp:1735689600000"
 
 
 @pytest.mark.parametrize(("url", "message"), [
@@ -49,11 +49,12 @@ def test_source_options_and_librdkafka_settings():
     ("kafka://h:1/t?starting=yesterday", "starting='yesterday' is not a position"),
     ("kafka://h:1/", "expected kafka://HOST:PORT/TOPIC"),
     ("kafka://h:1/a/b", "expected kafka://HOST:PORT/TOPIC"),
-    ("kafk://h:1/t", "unknown source 'kafk://h:1/t'; use socket://HOST:PORT or file:DIRECTORY"),
+    ("kafk://h:1/t", "unknown source 'kafk://h:1/t'; use socket://HOST:PORT or file:DIRECTORY (each with ?format=csv "
+                     "for CSV); `sparkstate run --source` also takes kafka://HOST:PORT/TOPIC"),
 ])
 def test_bad_source_urls_say_what_is_wrong(url, message):
     with pytest.raises(JobDefinitionError) as err:
-        parse_source(url, PAYMENTS, "event_time")
+        get_job("running-sum").text_source(url)
     assert message in str(err.value)
 
 
@@ -86,7 +87,7 @@ def test_bad_sink_urls_say_what_is_wrong(url, message):
 
 
 def test_credentials_become_sasl_settings_and_are_never_shown():
-    src = parse_source(f"kafka://app:{SECRET}@broker:9093/payments?sasl.mechanism=SCRAM-SHA-256", PAYMENTS)
+    src = kafka_source(f"kafka://app:{SECRET}@broker:9093/payments?sasl.mechanism=SCRAM-SHA-256", PAYMENTS)
     sink = parse_sink(f"kafka://app:{SECRET}@broker:9093/totals?key=merchant_id")
     for spec in (src, sink):
         assert spec.options["sasl.username"] == "app" and spec.options["sasl.password"] == SECRET
@@ -105,7 +106,7 @@ def test_credentials_become_sasl_settings_and_are_never_shown():
     f"kafka://app:{SECRET}@h:1/t?max_records=x&partitions=x&create=x",
 ])
 def test_no_error_shows_a_password(url):
-    for parse in (lambda u: parse_source(u, PAYMENTS), parse_sink):
+    for parse in (get_job("running-sum").text_source, parse_sink):
         with pytest.raises(JobDefinitionError) as err:
             parse(url)
         assert SECRET not in str(err.value)
