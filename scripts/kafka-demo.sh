@@ -12,7 +12,8 @@ events=${1:-200000}
 work=$(mktemp -d /tmp/sparkstate-kafka-demo.XXXXXX)
 trap 'bash "$repo/scripts/kafka.sh" stop "$work/kafka" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 
-export KAFKA=$(bash scripts/kafka.sh start "$work/kafka")
+KAFKA=$(bash scripts/kafka.sh start "$work/kafka")
+export KAFKA
 echo "broker (noida-db) at $KAFKA"
 cd "$work"
 "$repo/.venv/bin/sparkstate" produce "kafka://$KAFKA/payments" --events "$events" --merchants 1000 --partitions 2 --create
