@@ -12,7 +12,7 @@ from test_cli_runs import interrupted, sparkstate
 
 from sparkstate.jobs import get_job
 
-EVENTS = 12_000
+EVENTS = 8_000
 MERCHANTS = 40
 SECRET = "KafkaPw-e2e"
 
@@ -30,7 +30,7 @@ def test_produce_then_run_kafka_to_kafka_equals_the_job_on_the_generator(tmp_pat
         totals = [int(n.replace(",", "")) for n in re.findall(r"ev in [^|]*\| ([\d,]+) \|", out)]
         return bool(totals) and totals[-1] >= EVENTS
 
-    run = interrupted(tmp_path, all_read, "run", "running-sum", "--source", f"{base}/{source}?max_records=8000",
+    run = interrupted(tmp_path, all_read, "run", "running-sum", "--source", f"{base}/{source}?max_records=5000",
                       "--sink", f"{base}/{output}?key=merchant_id&create=true&partitions=2", timeout=120)
     assert run.returncode == 0, run.stderr
     assert "Traceback" not in run.stderr, run.stderr
