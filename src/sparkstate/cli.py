@@ -3,10 +3,12 @@
     sparkstate jobs
     sparkstate run running-sum --events 3000000 --merchants 100000
     sparkstate run running-sum --source socket://localhost:9000 --sink console
+    sparkstate produce kafka://localhost:9092/payments --events 200000 --create
+    sparkstate run running-sum --source kafka://localhost:9092/payments --sink kafka://localhost:9092/totals?create=true
 
 A run prints its source's delivery guarantee, a line per micro-batch and a summary at the
 end. Its checkpoint, output and Spark log live under ``.sparkstate/JOB/`` (with another
-source: ``.sparkstate/JOB-socket/``, ``.sparkstate/JOB-files/``) unless told otherwise;
+source: ``.sparkstate/JOB-socket/``, ``.sparkstate/JOB-files/``, ``.sparkstate/JOB-kafka-TOPIC/``) unless told otherwise;
 running the same command again resumes from the checkpoint. ``sparkstate checkpoints JOB``
 lists the checkpoints it retains, with their duration and sizes.
 """
@@ -50,21 +52,27 @@ def list_jobs() -> None:
         second = f" + {job.second.__name__}" if job.second is not None else ""
         table.add_row(job.name, job.seed, job.description, f"{gen.__name__}{second} ({gen.guarantee})")
     console.print(table)
-    console.print("Any job also reads JSON lines from a socket or files: `sparkstate run JOB --source socket://localhost:9000`.")
+    console.print("Any job also reads JSON events from a socket, files or a Kafka topic: `sparkstate run JOB --source "
+                  "socket://localhost:9000` (or file:DIRECTORY, kafka://HOST:PORT/TOPIC; `sparkstate produce` fills a topic).")
 
 
 @main.command("explain")
 @click.argument("job_name", metavar="JOB")
 @click.option("--events", type=click.IntRange(min=0), default=1_000_000, show_default=True, help="Events to generate.")
-@click.option("--source", "source_spec", metavar="URL", help="As for `run`: socket://HOST:PORT or file:DIRECTORY.")
-def explain_job(job_name: str, events: int, source_spec: str | None) -> None:
-    """Show how a job runs: source (and its guarantee), key, window, output, and the path the planner picks."""
+@click.option("--source", "source_spec", metavar="URL",
+              help="As for `run`: socket://HOST:PORT, file:DIRECTORY or kafka://HOST:PORT/TOPIC.")
+@click.option("--sink", "sink_spec", metavar="URL", help="As for `run`, e.g. kafka://HOST:PORT/TOPIC (its guarantee shows).")
+def explain_job(job_name: str, events: int, source_spec: str | None, sink_spec: str | None) -> None:
+    """Show how a job runs: source and sink (and their guarantees), key, window, output, and the path the planner picks."""
+    from sparkstate.connectors.sinks import parse_sink
     from sparkstate.jobs import get_job
     from sparkstate.runtime.planner import explain
 
     try:
         seed_job = get_job(job_name)
         job = seed_job.on_source(seed_job.text_source(source_spec)) if source_spec else seed_job.job(events=events)
+        if sink_spec:
+            job = job.sink(parse_sink(sink_spec))
         console.print(text(explain(job)), soft_wrap=True)
     except SparkStateError as exc:
         errors.print(labelled("error:", "red", exc), soft_wrap=True)
@@ -84,8 +92,10 @@ def explain_job(job_name: str, events: int, source_spec: str | None) -> None:
               "[the job's].")
 @click.option("--source", "source_spec", metavar="URL",
               help="Read events as JSON lines from socket://HOST:PORT (at-most-once; e.g. `nc -lk 9000`) or from the "
-              "files of file:DIRECTORY (exactly-once), with the generator's columns; ?format=csv for CSV lines "
-              "[the job's generator].")
+              "files of file:DIRECTORY (exactly-once), with the generator's columns; ?format=csv for CSV lines; or the "
+              "records of a Kafka topic, kafka://[USER:PASSWORD@]HOST:PORT/TOPIC[?starting=earliest|latest|TIME"
+              "&max_records=N&format=csv] (exactly-once: its offsets are in the checkpoint; `sparkstate produce` "
+              "writes payments into a topic) [the job's generator].")
 @click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
               help="Any other generator setting, e.g. --set users=50000 (repeatable; see the job's generator).")
 @click.option("--rules", "rules_spec", metavar="DIR|URL",
@@ -97,8 +107,10 @@ def explain_job(job_name: str, events: int, source_spec: str | None) -> None:
 @click.option("--checkpoint", "checkpoint_dir", metavar="DIR",
               help="Checkpoint directory: a path or a Hadoop URI (file://, hdfs://, s3a://...) [.sparkstate/JOB/checkpoint].")
 @click.option("--sink", "sink_spec",
-              help="console, noop, memory, parquet:PATH, postgresql://USER@HOST:PORT/DB?table=T[&mode=upsert&key=COLS] "
-              "or sqlite:///PATH.db?table=T (default table: the job's name) [parquet:.sparkstate/JOB/output, "
+              help="console, noop, memory, parquet:PATH, postgresql://USER@HOST:PORT/DB?table=T[&mode=upsert&key=COLS], "
+              "sqlite:///PATH.db?table=T (default table: the job's name), or "
+              "kafka://HOST:PORT/TOPIC[?key=COLS&create=true&partitions=N&guarantee=at-least-once] (exactly-once: "
+              "Kafka transactions, for read_committed readers) [parquet:.sparkstate/JOB/output, "
               "or with --checkpoint DIR: parquet:DIR/output].")
 @click.option("--state-backend", type=click.Choice(["rocksdb", "hashmap"]), default="rocksdb", show_default=True)
 @click.option("--partitions", type=click.IntRange(min=1), help="Spark shuffle partitions [number of cores].")
@@ -154,8 +166,9 @@ def run(
     from_savepoint: str | None,
     allow_non_restored_state: bool,
 ) -> None:
-    """Run a seed job on its generator, or on lines from a socket or files (see `sparkstate jobs`)."""
+    """Run a seed job on its generator, or on events from a socket, files or a Kafka topic (see `sparkstate jobs`)."""
     from sparkstate.connectors import database
+    from sparkstate.connectors.kafka import KafkaSink
     from sparkstate.connectors.sinks import ConsoleSink, DatabaseSink, ParquetSink, parse_sink
     from sparkstate.connectors.sources import describe_guarantee
     from sparkstate.errors import JobDefinitionError
@@ -232,6 +245,9 @@ def run(
         print_summary(result, console)
         if isinstance(sink, ParquetSink) and seed_job.summary_key:
             _print_results(sink.path, seed_job.summary_key, seed_job.summary_order)
+        if isinstance(sink, KafkaSink):
+            console.print(text(f"output: Kafka topic {sink.topic}" + (
+                "; readers with isolation.level=read_committed see each batch once" if sink.transactional else "")))
         if isinstance(sink, DatabaseSink):
             bound = database.bind_job_sinks(job).sink_spec
             console.print(text(f"output: {database.count_rows(bound):,} rows in table {bound.table} ({bound.describe()})"))
@@ -303,10 +319,193 @@ def _refuse_generator_options(ctx: click.Context, source_spec: str) -> None:
         if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
     ]
     if given:
+        from sparkstate.connectors.sources import mask_any_url
+
+        bound = " (a Kafka source's micro-batches: ?max_records=N in its URL)" if "--max-batch" in given else ""
         raise JobDefinitionError(
-            f"{', '.join(given)}: generator options do not apply with --source {source_spec}, "
-            "which reads the events it is sent"
+            f"{', '.join(given)}: generator options do not apply with --source {mask_any_url(source_spec)}, "
+            f"which reads the events it is sent{bound}"
         )
+
+
+# --------------------------------------------------------------------------- Kafka input for the demo
+
+#: events the producer generates, encodes and hands to librdkafka at a time (the generator's chunk)
+_PRODUCE_BLOCK = 1 << 16
+#: the payment generator's events per second of event time when --rate sets none
+_PRODUCE_EVENT_RATE = 1000.0
+
+
+@main.command("produce")
+@click.argument("url", metavar="kafka://HOST:PORT/TOPIC")
+@click.option("--events", type=click.IntRange(min=1), default=100_000, show_default=True, help="Payments to write.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True),
+              help="Events per second, also their event-time rate (default: as fast as the broker takes them, "
+              "event times 1,000/s ending now).")
+@click.option("--merchants", type=click.IntRange(min=1), default=10_000, show_default=True, help="Distinct merchants.")
+@click.option("--seed", type=int, default=7, show_default=True, help="Generator seed (the same seed gives the same payments).")
+@click.option("--partitions", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Partitions of the topic --create makes.")
+@click.option("--create", is_flag=True, help="Create the topic when it does not exist (else a missing topic is refused).")
+@click.option("--quiet", is_flag=True, help="No progress lines.")
+def produce(url: str, events: int, rate: float | None, merchants: int, seed: int, partitions: int, create: bool,
+            quiet: bool) -> None:
+    """Write the UPI payment generator's events into a Kafka topic, as JSON records keyed by merchant_id.
+
+    The events are those of `sparkstate run` (UpiPayments with the same --merchants and --seed)
+    with current event times, which also are the records' timestamps: the ones of --rate follow
+    the clock; without --rate they run at 1,000 per second and the last one is now. Read them
+    with `sparkstate run JOB --source kafka://HOST:PORT/TOPIC`. Settings with a dot in the URL's
+    query are librdkafka's (security.protocol, sasl.mechanism...); a user and password in the
+    URL are SASL credentials and never printed.
+    """
+    import datetime as dt
+
+    from sparkstate.connectors.kafka.client import mask
+
+    try:
+        wrote, seconds, first_ms, last_ms, topic_parts = _produce(
+            url, events, rate, merchants, seed, partitions, create, None if quiet else _produce_progress())
+    except SparkStateError as exc:
+        errors.print(labelled("error:", "red", exc), soft_wrap=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        errors.print("interrupted: the events handed to the producer before it were sent to the broker", soft_wrap=True)
+        sys.exit(130)
+
+    def utc(ms: int) -> str:
+        return f"{dt.datetime.fromtimestamp(ms / 1000, dt.UTC):%Y-%m-%d %H:%M:%S} UTC"
+
+    console.print(text(
+        f"wrote {wrote:,} events to {mask(url.split('?')[0])} ({topic_parts} partition{'s' if topic_parts != 1 else ''}) "
+        f"in {seconds:,.1f} s ({wrote / max(seconds, 1e-9):,.0f} events/s); keyed by merchant_id ({merchants:,} merchants, "
+        f"seed {seed}); event times {utc(first_ms)} to {utc(last_ms)}"), soft_wrap=True)
+
+
+def _produce_progress() -> Any:
+    """A progress callback ``(written, total, seconds)`` printing a line a second at most."""
+    shown = [0.0]
+
+    def show(written: int, total: int, seconds: float) -> None:
+        if seconds - shown[0] >= 1.0:
+            shown[0] = seconds
+            console.print(f"{written:,} / {total:,} events ({written / max(seconds, 1e-9):,.0f}/s)")
+
+    return show
+
+
+def _produce(url: str, events: int, rate: float | None, merchants: int, seed: int, partitions: int, create: bool,
+             progress: Any) -> tuple[int, float, int, int, int]:
+    """Write ``events`` payments to the topic of ``url``; returns (events written, seconds, first
+    and last event time in epoch ms, the topic's partitions)."""
+    import time
+
+    import pyarrow as pa
+    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka.admin import AdminClient
+
+    from sparkstate.connectors.generator import UpiPayments
+    from sparkstate.connectors.kafka.client import client_config, mask, reason, topic_partitions
+    from sparkstate.connectors.kafka.protocol import ensure_topics
+    from sparkstate.connectors.kafka.sink import KafkaSink
+    from sparkstate.connectors.kafka.source import parse_kafka_url
+    from sparkstate.connectors.sources import refuse_unknown_kafka_options
+    from sparkstate.errors import SinkError
+
+    servers, topic, options = parse_kafka_url(url)
+    refuse_unknown_kafka_options(url, options, (), "topic to produce to")
+    target = KafkaSink(servers, topic, create_topics=create, partitions=partitions, options=options)  # checks the name
+    admin = AdminClient(client_config(servers, options, **{"allow.auto.create.topics": False}))  # looking creates none
+    found = topic_partitions(admin, topic, servers, f"looking up topic {topic!r}", SinkError)
+    if found is None and not create:
+        raise SinkError(
+            f"topic {topic!r} does not exist on Kafka at {mask(servers)}: add --create (with --partitions N) to create "
+            "it, or create it with your Kafka tools"
+        )
+    if found is None:
+        ensure_topics(target, [(topic, partitions, True)])
+        found = topic_partitions(admin, topic, servers, f"looking up topic {topic!r}", SinkError) or []
+    per_second = rate or _PRODUCE_EVENT_RATE
+    now_ms = int(time.time() * 1000)
+    # event times follow the clock (--rate) or end now: the broker deletes records 7 days older than their timestamp
+    start_ms = now_ms if rate else now_ms - int(events * 1000 / per_second)
+    gen = UpiPayments(events=events, merchants=merchants, seed=seed, start_ms=start_ms, events_per_second=per_second)
+    failures: list[str] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is not None:
+            failures.append(reason(KafkaException(err)))
+
+    config = client_config(servers, {"linger.ms": 20, "queue.buffering.max.messages": 1_000_000, **options},
+                           **{"partitioner": "murmur2_random", "enable.idempotence": True, "on_delivery": delivered})
+    try:
+        producer = Producer(config)
+    except KafkaException as exc:
+        raise SinkError(f"cannot configure a Kafka producer for {mask(servers)}: {reason(exc)}") from None
+    started = time.monotonic()
+    written, first_ms, last_ms = 0, None, start_ms
+    try:
+        for block in range(0, events, _PRODUCE_BLOCK):
+            batch = gen.generate(block, min(block + _PRODUCE_BLOCK, events))
+            values = _json_records(batch)
+            keys = batch.column(1).to_pylist()
+            stamps = batch.column(0).cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64()).to_pylist()
+            first_ms = min(stamps) if first_ms is None else min(first_ms, min(stamps))
+            last_ms = max(last_ms, max(stamps))
+            step = len(values) if rate is None else max(1, min(len(values), int(rate / 50)))
+            for lo in range(0, len(values), step):
+                for value, key, ms in zip(values[lo:lo + step], keys[lo:lo + step], stamps[lo:lo + step]):
+                    while True:
+                        try:
+                            producer.produce(topic, value, key, timestamp=ms)
+                            break
+                        except BufferError:
+                            producer.poll(0.05)
+                written += min(step, len(values) - lo)
+                producer.poll(0)
+                if failures:
+                    break
+                if rate is not None:
+                    time.sleep(max(0.0, started + written / rate - time.monotonic()))
+                if progress is not None:
+                    progress(written, events, time.monotonic() - started)
+            if failures:
+                break
+    finally:
+        left = producer.flush(60)
+    if failures or left:
+        why = failures[0] if failures else f"{left:,} records still unsent after 60 s"
+        raise SinkError(f"writing to topic {topic!r} on Kafka at {mask(servers)} failed ({len(failures):,} records "
+                        f"refused): {why}. Is the broker up, and are the security settings right?")
+    return written, time.monotonic() - started, first_ms or start_ms, last_ms, len(found)
+
+
+def _json_records(batch: Any) -> list[bytes]:
+    """A generated batch's rows as JSON objects (timestamps ISO 8601 in UTC, to the
+    millisecond), built column-wise by Arrow: the generators' strings (ids, devices) need no
+    escaping and their numbers are finite, which is checked, with json.dumps as the fallback."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    parts: list[Any] = []
+    for i, field in enumerate(batch.schema):
+        col = batch.column(i)
+        if pa.types.is_timestamp(field.type):
+            value = pc.binary_join_element_wise(
+                '"', pc.strftime(col.cast(pa.timestamp("ms", tz="UTC")), format="%Y-%m-%dT%H:%M:%S"), 'Z"', "")
+        elif pa.types.is_string(field.type):
+            if pc.any(pc.match_substring_regex(col, r'["\\\x00-\x1f]')).as_py():
+                return [json.dumps(row, default=str, separators=(",", ":")).encode() for row in batch.to_pylist()]
+            value = pc.binary_join_element_wise('"', col, '"', "")
+        else:
+            if pa.types.is_floating(field.type) and not pc.all(pc.is_finite(col)).as_py():
+                return [json.dumps(row, default=str, separators=(",", ":")).encode() for row in batch.to_pylist()]
+            value = pc.cast(col, pa.string())
+        parts += [("{" if not parts else ",") + json.dumps(field.name) + ":", value]
+    joined = pc.binary_join_element_wise(*parts, "}", "")
+    return joined.cast(pa.binary()).to_pylist()
 
 
 @main.command("checkpoints")

@@ -21,8 +21,8 @@ def test_unknown_job_is_an_error_naming_the_known_ones():
 
 
 def test_bad_sink_is_an_error():
-    result = CliRunner().invoke(main, ["run", "running-sum", "--sink", "kafka://x"])
-    assert result.exit_code == 1 and "unknown sink 'kafka://x'" in result.output
+    result = CliRunner().invoke(main, ["run", "running-sum", "--sink", "mqtt://x"])
+    assert result.exit_code == 1 and "unknown sink 'mqtt://x'" in result.output
 
 
 def test_progress_line_shows_dead_letters_and_late_rows_of_the_batch():

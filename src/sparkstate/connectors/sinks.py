@@ -361,10 +361,16 @@ def _database_sink(spec: str) -> Any:
     return PostgresSink(url, **options)
 
 
+#: what a ``kafka://`` sink URL may set beside librdkafka's settings (names with a dot)
+KAFKA_SINK_OPTIONS = ("key", "guarantee", "create", "partitions", "job")
+
+
 def parse_sink(spec: str) -> Any:
     """A sink from a CLI string: ``console``, ``noop``, ``memory``, ``parquet:PATH``
-    (``parquet:///ABSOLUTE/PATH``), ``postgresql://USER@HOST:PORT/DB?table=T&mode=upsert&key=a,b``
-    or ``sqlite:///PATH.db?table=T``."""
+    (``parquet:///ABSOLUTE/PATH``), ``postgresql://USER@HOST:PORT/DB?table=T&mode=upsert&key=a,b``,
+    ``sqlite:///PATH.db?table=T`` or
+    ``kafka://HOST:PORT/TOPIC?key=a,b&guarantee=at-least-once&create=true&partitions=N``."""
+    from sparkstate.connectors.sources import mask_any_url
     from sparkstate.errors import JobDefinitionError
 
     if spec == "console":
@@ -378,7 +384,15 @@ def parse_sink(spec: str) -> Any:
             return ParquetSink(spec[len(prefix):])
     if spec.startswith(("postgresql://", "postgres://", "sqlite:")):
         return _database_sink(spec)
+    if spec.startswith("kafka://"):
+        from sparkstate.connectors.kafka.sink import parse_kafka_sink
+        from sparkstate.connectors.kafka.source import parse_kafka_url
+        from sparkstate.connectors.sources import refuse_unknown_kafka_options
+
+        refuse_unknown_kafka_options(spec, parse_kafka_url(spec)[2], KAFKA_SINK_OPTIONS, "sink")
+        return parse_kafka_sink(spec)
     raise JobDefinitionError(
-        f"unknown sink {spec!r}; use console, noop, memory, parquet:PATH, "
-        "postgresql://USER@HOST:PORT/DB?table=NAME or sqlite:///PATH.db?table=NAME"
+        f"unknown sink {mask_any_url(spec)!r}; use console, noop, memory, parquet:PATH, "
+        "postgresql://USER@HOST:PORT/DB?table=NAME, sqlite:///PATH.db?table=NAME or "
+        "kafka://HOST:PORT/TOPIC[?key=COLS&create=true]"
     )

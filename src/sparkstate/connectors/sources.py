@@ -355,9 +355,36 @@ class FileSource(TextLines):
         return f"files {self.path} ({self.format} lines)"
 
 
+def mask_any_url(spec: str) -> str:
+    """A URL of any scheme, or a mistyped one (``kafka:/user:pw@host``), with its credentials
+    masked: for the message that says the URL is unknown."""
+    import re
+
+    from sparkstate.connectors.kafka.client import mask
+
+    return re.sub(r"([^\s/?#@:]+:)[^\s/?#]*@", r"\1***@", mask(spec))
+
+
+def refuse_unknown_kafka_options(spec: str, options: dict[str, str], known: tuple[str, ...], what: str) -> None:
+    """Raise a :class:`JobDefinitionError` for a ``kafka://`` URL's query parameter that is
+    neither one of ``known`` nor a librdkafka setting (those have a dot: ``security.protocol``);
+    the URL is shown with its credentials masked."""
+    from sparkstate.connectors.kafka.client import mask
+
+    unknown = sorted(n for n in options if n not in known and "." not in n)
+    if unknown:
+        takes = f"{', '.join(known)}, and" if known else "only"
+        raise JobDefinitionError(
+            f"{what} {mask(spec)!r}: unknown option(s) {', '.join(unknown)}; a Kafka {what} takes {takes} "
+            "librdkafka's settings by their dotted names (e.g. security.protocol)"
+        )
+
+
 def parse_source(spec: str, schema: str, time_column: str | None = None) -> TextLines:
     """A text source from a CLI string, reading events of ``schema``: ``socket://HOST:PORT``
-    or ``file:DIRECTORY``, each with ``?format=csv`` for CSV lines (default JSON)."""
+    or ``file:DIRECTORY``, each with ``?format=csv`` for CSV lines (default JSON). (A seed job's
+    ``kafka://`` source is built by ``sparkstate.jobs.registry.kafka_source``: the Kafka source's
+    module builds on this one.)"""
     base, _, query = spec.partition("?")
     options = {k: v[-1] for k, v in parse_qs(query).items()}
     fmt = options.pop("format", "json")
@@ -375,4 +402,7 @@ def parse_source(spec: str, schema: str, time_column: str | None = None) -> Text
     for prefix in ("file://", "file:"):
         if base.startswith(prefix) and len(base) > len(prefix):
             return FileSource(base[len(prefix):], schema, format=fmt, time_column=time_column)
-    raise JobDefinitionError(f"unknown source {spec!r}; use socket://HOST:PORT or file:DIRECTORY (each with ?format=csv for CSV)")
+    raise JobDefinitionError(
+        f"unknown source {mask_any_url(spec)!r}; use socket://HOST:PORT or file:DIRECTORY (each with ?format=csv for CSV); "
+        "`sparkstate run --source` also takes kafka://HOST:PORT/TOPIC (&starting=earliest|latest|TIME, &max_records=N)"
+    )

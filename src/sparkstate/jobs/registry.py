@@ -68,11 +68,50 @@ class SeedJob:
         return job.source(source, watermark=job.watermark)
 
     def text_source(self, spec: str) -> TextLines:
-        """A text source from a CLI string (``socket://HOST:PORT``, ``file:DIRECTORY``) that reads
-        events with the columns and event-time column of the job's generator."""
+        """A source from a CLI string (``socket://HOST:PORT``, ``file:DIRECTORY``,
+        ``kafka://HOST:PORT/TOPIC``) that reads events with the columns and event-time column of
+        the job's generator."""
+        if spec.startswith("kafka://"):
+            return kafka_source(spec, self.generator.schema_ddl, self.generator.time_column)
         from sparkstate.connectors.sources import parse_source
 
         return parse_source(spec, self.generator.schema_ddl, self.generator.time_column)
+
+
+#: what a ``kafka://`` source URL may set beside librdkafka's settings (names with a dot)
+KAFKA_SOURCE_OPTIONS = ("format", "starting", "max_records")
+
+
+def kafka_source(spec: str, schema: str, time_column: str | None = None) -> TextLines:
+    """``kafka://[USER:PASSWORD@]HOST:PORT/TOPIC?format=json|csv&starting=earliest|latest|TIME&max_records=N``
+    as a :class:`~sparkstate.connectors.kafka.source.KafkaSource` of ``schema`` (names with a
+    dot are librdkafka settings). Its ``name``, which names a CLI run's checkpoint folder, has
+    the topic: another topic is another checkpoint."""
+    import re
+
+    from sparkstate.connectors.kafka.client import mask
+    from sparkstate.connectors.kafka.source import KafkaSource, parse_kafka_url
+    from sparkstate.connectors.sources import refuse_unknown_kafka_options
+
+    servers, topic, options = parse_kafka_url(spec)
+    refuse_unknown_kafka_options(spec, options, KAFKA_SOURCE_OPTIONS, "source")
+    fmt = options.pop("format", "json")
+    if fmt not in ("json", "csv"):
+        raise JobDefinitionError(
+            f"source {mask(spec)!r}: format must be json or csv (records whose value holds the job's columns), got {fmt!r}"
+        )
+    kwargs: dict[str, Any] = {}
+    if "starting" in options:
+        kwargs["starting"] = options.pop("starting")
+    if "max_records" in options:
+        text = options.pop("max_records")
+        if not text.isdigit() or int(text) < 1:
+            raise JobDefinitionError(
+                f"source {mask(spec)!r}: max_records must be a positive number of records per micro-batch, got {text!r}"
+            )
+        kwargs["max_records_per_batch"] = int(text)
+    name = "kafka-" + re.sub(r"[^A-Za-z0-9._-]", "_", topic)
+    return KafkaSource(servers, topic, schema, format=fmt, time_column=time_column, options=options, name=name, **kwargs)
 
 
 _MODULES = [

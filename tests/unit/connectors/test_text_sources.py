@@ -47,7 +47,7 @@ def test_source_urls():
     assert parse_source("file:in/payments?format=csv", "k string") == FileSource("in/payments", "k string", format="csv")
     for bad, message in [("socket://localhost", "expected socket://HOST:PORT"), ("socket://h:99999", "expected socket://HOST:PORT"),
                          ("socket://h:9000?format=xml", "format must be one of json, csv"),
-                         ("socket://h:9000?fmt=csv", "unknown option"), ("kafka://x", "unknown source 'kafka://x'")]:
+                         ("socket://h:9000?fmt=csv", "unknown option"), ("mqtt://x", "unknown source 'mqtt://x'")]:
         with pytest.raises(JobDefinitionError, match=message):
             parse_source(bad, "k string")
     with pytest.raises(JobDefinitionError, match="time_column 'ts' is not in the schema"):

@@ -61,7 +61,9 @@ _failures: dict[str, list[str]] = {}
 def _admin(sink: KafkaSink) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient(client_config(sink.bootstrap_servers, sink.options))
+    # without this setting, a metadata request naming a missing topic creates it (one partition) on
+    # brokers that auto-create topics: the check for the topic would make it
+    return AdminClient(client_config(sink.bootstrap_servers, sink.options, **{"allow.auto.create.topics": False}))
 
 
 def ensure_topics(sink: KafkaSink, topics: Iterable[tuple[str, int, bool]]) -> None:
