@@ -137,21 +137,23 @@ def test_markers_beyond_the_checkpoint_are_refused(kafka_broker):
 
 
 def test_a_missing_topic_is_refused_unless_the_sink_creates_it(kafka_broker):
-    topic = f"absent-{uuid.uuid4().hex[:8]}"
-    sink = KafkaSink(kafka_broker.servers, topic, marker_topic=f"m-{uuid.uuid4().hex[:8]}").for_job("j")
-    dead = sink.side_table("dead_letters")
+    topic, other = (f"absent-{uuid.uuid4().hex[:8]}" for _ in range(2))
+    markers = f"m-{uuid.uuid4().hex[:8]}"
+    sink = KafkaSink(kafka_broker.servers, topic, marker_topic=markers).for_job("j")
+    side = KafkaSink(kafka_broker.servers, other, marker_topic=markers).for_side_output("j", "late")
     with pytest.raises(SinkError) as refused:
-        protocol.prepare([sink, dead], None)
+        protocol.prepare([sink, side], None)
     text = str(refused.value)
-    assert f"topics {topic!r}, '{topic}-dead_letters' do not exist on Kafka at {kafka_broker.servers}" in text
+    assert f"topics {topic!r}, {other!r} do not exist on Kafka at {kafka_broker.servers}" in text
     assert "create_topics=True" in text and "&create=true" in text
-    made = KafkaSink(kafka_broker.servers, topic, create_topics=True, partitions=3,
-                     marker_topic=sink.marker_topic).for_job("j")
+    assert topic not in kafka_broker.admin().list_topics(timeout=10).topics  # looking did not create it
+    made = KafkaSink(kafka_broker.servers, topic, create_topics=True, partitions=3, marker_topic=markers).for_job("j")
+    # the topic of a side output without a sink of its own is sparkstate's: created when missing
     protocol.prepare([made, made.side_table("dead_letters")], None)
     meta = kafka_broker.admin().list_topics(timeout=10).topics
     assert len(meta[topic].partitions) == 3
-    assert len(meta[f"{topic}-dead_letters"].partitions) == 3
-    assert len(meta[sink.marker_topic].partitions) == 1
+    assert len(meta[f"{topic}-dead_letters"].partitions) == 1
+    assert len(meta[markers].partitions) == 1
 
 
 def test_at_least_once_writes_a_replayed_batch_again(kafka_broker):
