@@ -17,6 +17,15 @@ Reading the markers waits for every transaction open on the marker topic at the 
 read to end (a reader with ``read_committed`` cannot pass an open transaction): a marker
 committed earlier is then always found, whatever other writers are doing.
 
+A writer's top is its LAST marker record (its batch ids only grow, so that is its highest).
+A Kafka topic's records cannot be deleted, so ``sparkstate run --fresh`` (:func:`reset`)
+writes a marker ``{"batch": null, "reset": true}`` that makes the top None again: the new
+checkpoint's batch ids start at 0, and its batches are written, after the old run's records.
+
+Invariants: one producer per writer and process (initialising a second would fence the
+first); a failed or fenced producer is dropped, and the next batch of its writer fences it
+and reads the marker again; nothing a failed batch sent is visible to ``read_committed``.
+
 Before anything is sent, a row whose record the broker would refuse on every attempt (larger
 than the producer's ``message.max.bytes``) is taken out of the batch as a dead letter, so a
 batch never fails over and over on one row.
