@@ -23,7 +23,7 @@ from sparkstate.runtime.savepoints import take_savepoint
 
 #: one event per key and batch, so each row's total is the same however a batch is ordered;
 #: batch 1 holds an event without a key: a dead letter
-BATCHES = [[{"k": k, "v": 10 * i + j} for j, k in enumerate("abc")] for i in range(4)]
+BATCHES = [[{"k": k, "v": 10 * i + j} for j, k in enumerate("abc")] for i in range(3)]
 BATCHES[1].append({"k": None, "v": 99})
 OUTPUT = "k string, v bigint, total bigint"
 
@@ -79,12 +79,12 @@ def test_kafka_sink_restarted_replayed_restored_and_started_over(spark, kafka_br
     markers = [m["value"] for m in kafka_broker.read(sink.marker_topic)
                if m["value"]["writer"] == f"kafka-sink@{topic}"]
     batches = [m["batch"] for m in markers]
-    assert batches == sorted(set(batches)) and batches[:4] == [0, 1, 2, 3]
+    assert batches == sorted(set(batches)) and batches[:3] == [0, 1, 2]
     # the event without a key: a dead letter, in <topic>-dead_letters, once
     dead = kafka_broker.read(f"{topic}-dead_letters")
     assert len(dead) == 1 and '"v": 99' in dead[0]["value"]["raw"].replace('"v":99', '"v": 99')
 
-    # restored from a savepoint of batch 1: batches 2 and 3 are written again, by a writer of its own
+    # restored from a savepoint of batch 1: batch 2 is written again, by a writer of its own
     savepoint = take_savepoint(str(checkpoint), target=str(tmp_path / "savepoint"), batch=1, spark=spark)
     protocol.close_all()
     restored = job(sink, BATCHES).run(checkpoint_dir=tmp_path / "restored", spark=spark,
