@@ -120,6 +120,19 @@ def test_a_new_run_fences_its_zombie(kafka_broker, monkeypatch):
     assert [m["value"]["batch"] for m in kafka_broker.read(sink.marker_topic)] == [0, 1]
 
 
+def test_a_second_run_in_the_same_process_writes_though_another_run_fenced_the_first(kafka_broker):
+    from confluent_kafka import Producer
+
+    sink = new_sink(kafka_broker)
+    protocol.prepare([sink], None)
+    protocol.commit_batch(sink, rows(1), 0)
+    elsewhere = Producer({"bootstrap.servers": kafka_broker.servers, "transactional.id": sink.transactional_id})
+    elsewhere.init_transactions(10)  # another process's run of the job fences this one's producer
+    protocol.prepare([sink], 0)  # this process runs the job again: with a producer of its own
+    assert protocol.commit_batch(sink, rows(2), 1).rows == 1
+    assert values(kafka_broker, sink.topic) == [1, 2]
+
+
 def test_markers_beyond_the_checkpoint_are_refused(kafka_broker):
     sink = new_sink(kafka_broker)
     protocol.prepare([sink], None)

@@ -23,8 +23,9 @@ writes a marker ``{"batch": null, "reset": true}`` that makes the top None again
 checkpoint's batch ids start at 0, and its batches are written, after the old run's records.
 
 Invariants: one producer per writer and process (initialising a second would fence the
-first); a failed or fenced producer is dropped, and the next batch of its writer fences it
-and reads the marker again; nothing a failed batch sent is visible to ``read_committed``.
+first), initialised anew by each run's :func:`prepare`; a failed or fenced producer is
+dropped, and the next batch of its writer fences it and reads the marker again; nothing a
+failed batch sent is visible to ``read_committed``.
 
 Before anything is sent, a row whose record the broker would refuse on every attempt (larger
 than the producer's ``message.max.bytes``) is taken out of the batch as a dead letter, so a
@@ -256,6 +257,11 @@ def prepare(sinks: list[KafkaSink], last_committed: int | None) -> None:
         return
     _topics(sinks)
     exact = [s for s in sinks if s.transactional]
+    with _lock:  # each run its own producers: one kept from an earlier run may have been fenced since
+        stale = [_producers.pop(s.transactional_id, None) for s in exact]
+    for p in stale:
+        if p is not None:
+            p.flush(0)
     for sink in exact:  # all fenced before any marker is read: none of them holds a transaction open
         _producer(sink)
     for sink in exact:
