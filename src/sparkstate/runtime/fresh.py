@@ -88,12 +88,15 @@ def start_fresh(
     outputs = [(sink, open_storage(sink.path, spark)) for sink in parquet_sinks(job)]
     for sink, storage in outputs:
         _check_output(job, sink, storage)
+    kafka_sinks = database.job_kafka_sinks(job)
+    for kafka_sink in kafka_sinks:  # an unreachable broker refuses the run before anything is reset
+        kafka.check_reachable(kafka_sink)
     notes = []
     for db_sink, _ in database.job_database_sinks(job):
         kept = database.reset(db_sink, restored_ids)
         if kept:
             notes.append(kept)
-    for kafka_sink in database.job_kafka_sinks(job):
+    for kafka_sink in kafka_sinks:
         kept = kafka.reset(kafka_sink, restored_ids)
         if kept:
             notes.append(kept)

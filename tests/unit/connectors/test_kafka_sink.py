@@ -324,3 +324,24 @@ def test_fresh_resets_the_kafka_writers_and_says_the_records_stay(kafka_broker, 
     assert len(notes) == 1 and "--fresh kept the records of topic" in notes[0]
     assert protocol.read_top_marker(sink) is None
     protocol.prepare([sink], None)
+
+
+def test_fresh_with_an_unreachable_broker_deletes_nothing(tmp_path, monkeypatch):
+    import json
+
+    from sparkstate import Job, ListSource
+    from sparkstate.connectors.database import bind_job_sinks
+    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+    from sparkstate.runtime.fresh import start_fresh
+
+    monkeypatch.setattr(client, "METADATA_TIMEOUT_S", 1.0)
+    servers = f"127.0.0.1:{_free_port()}"
+    job = bind_job_sinks(Job("j").source(ListSource([[{"k": "a"}]], "k string")).sink(
+        KafkaSink(servers, "out", options=SASL)))
+    (tmp_path / "ckpt").mkdir()
+    metadata = tmp_path / "ckpt" / CheckpointDir.METADATA_FILE
+    metadata.write_text(json.dumps({"job": "j"}))
+    with pytest.raises(SinkError, match=f"cannot reach Kafka at {servers}") as failed:
+        start_fresh(job, CheckpointDir.open(tmp_path / "ckpt"))
+    assert SECRET not in str(failed.value)
+    assert metadata.exists()  # the checkpoint is kept

@@ -316,6 +316,12 @@ def reset(sink: KafkaSink, restored_ids: tuple[str | None, ...] = ()) -> str | N
     return _kept_note(sink, _records_in(sink))
 
 
+def check_reachable(sink: KafkaSink) -> None:
+    """Raise a :class:`SinkError` naming the servers when ``sink``'s broker does not answer
+    (``--fresh`` checks every sink before it resets any)."""
+    topic_partitions(_admin(sink), sink.topic, sink.bootstrap_servers, f"looking at topic {sink.topic!r}", SinkError)
+
+
 def _records_in(sink: KafkaSink) -> int:
     """Records (and transaction markers) in ``sink``'s topic: 0 when it has none or does not exist."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
