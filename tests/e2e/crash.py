@@ -1,6 +1,6 @@
 """Killing a sparkstate job for real: SIGKILL at chosen moments of a micro-batch, restart, repeat.
 
-``CrashLoop`` runs ``sparkstate run JOB ...`` as its own process group (the Python driver,
+``CrashLoop`` runs ``sparkstate run JOB ...`` (or a job script) as its own process group (the Python driver,
 its JVM and the JVM's Python workers), waits until the run has committed a micro-batch of its
 own (so that every run makes progress), then kills the whole group with SIGKILL at the next
 kill's moment, and starts the same command again on the same checkpoint. The moments take
@@ -158,6 +158,9 @@ class CrashLoop:
     #: the moments the kills take turns at
     moments: tuple[str, ...] = MOMENTS
     timeout: float = 900.0
+    #: the program ``args`` go to (default: the ``sparkstate`` command); e.g. a job script's
+    #: ``[python, script]``
+    command: list[str] | None = None
     history: list[Kill] = field(default_factory=list)
     #: batches the restarted queries ran again (planned, not committed, at a kill)
     replayed: list[int] = field(default_factory=list)
@@ -175,7 +178,7 @@ class CrashLoop:
     def _start(self, args: list[str] | None = None, faults: bool = True) -> subprocess.Popen:
         if self._stopped:
             raise AssertionError("the crash loop was stopped")
-        cmd = [str(Path(sys.executable).with_name("sparkstate")), *(args or self.args)]
+        cmd = [*(self.command or [str(Path(sys.executable).with_name("sparkstate"))]), *(args or self.args)]
         env = dict(os.environ)
         env.pop(ENV, None)
         if faults:

@@ -15,6 +15,9 @@ what sparkstate provably made for the job, and say what was kept and why.
   again; the run goes on, appending to it, and says so. The markers deleted are the old
   checkpoint's writer's and the new run's (a checkpoint restored from a savepoint writes
   under an identity of its own).
+* A Kafka topic's records cannot be deleted: they stay, and the run says so. The job's
+  writers get a reset marker (``connectors/kafka/protocol.py``, :func:`reset`), so that the
+  new checkpoint's batch ids, which start at 0 again, are written and not skipped.
 
 Everything is checked before anything is deleted, and the database first (it can be
 unreachable): a refusal leaves all as it was. The run holds the checkpoint's lock throughout.
@@ -26,6 +29,7 @@ import json
 from typing import Any
 
 from sparkstate.connectors import database
+from sparkstate.connectors.kafka import protocol as kafka
 from sparkstate.connectors.sinks import ParquetSink
 from sparkstate.errors import CheckpointMismatchError, SinkError
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
@@ -84,9 +88,16 @@ def start_fresh(
     outputs = [(sink, open_storage(sink.path, spark)) for sink in parquet_sinks(job)]
     for sink, storage in outputs:
         _check_output(job, sink, storage)
+    kafka_sinks = database.job_kafka_sinks(job)
+    for kafka_sink in kafka_sinks:  # an unreachable broker refuses the run before anything is reset
+        kafka.check_reachable(kafka_sink)
     notes = []
     for db_sink, _ in database.job_database_sinks(job):
         kept = database.reset(db_sink, restored_ids)
+        if kept:
+            notes.append(kept)
+    for kafka_sink in kafka_sinks:
+        kept = kafka.reset(kafka_sink, restored_ids)
         if kept:
             notes.append(kept)
     for _, storage in outputs:

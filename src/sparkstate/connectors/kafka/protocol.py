@@ -17,6 +17,16 @@ Reading the markers waits for every transaction open on the marker topic at the 
 read to end (a reader with ``read_committed`` cannot pass an open transaction): a marker
 committed earlier is then always found, whatever other writers are doing.
 
+A writer's top is its LAST marker record (its batch ids only grow, so that is its highest).
+A Kafka topic's records cannot be deleted, so ``sparkstate run --fresh`` (:func:`reset`)
+writes a marker ``{"batch": null, "reset": true}`` that makes the top None again: the new
+checkpoint's batch ids start at 0, and its batches are written, after the old run's records.
+
+Invariants: one producer per writer and process (initialising a second would fence the
+first), initialised anew by each run's :func:`prepare`; a failed or fenced producer is
+dropped, and the next batch of its writer fences it and reads the marker again; nothing a
+failed batch sent is visible to ``read_committed``.
+
 Before anything is sent, a row whose record the broker would refuse on every attempt (larger
 than the producer's ``message.max.bytes``) is taken out of the batch as a dead letter, so a
 batch never fails over and over on one row.
@@ -61,13 +71,19 @@ _failures: dict[str, list[str]] = {}
 def _admin(sink: KafkaSink) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    # without this setting, a metadata request naming a missing topic creates it (one partition) on
-    # brokers that auto-create topics: the check for the topic would make it
+    # an admin client is a producer to librdkafka, which lets its metadata requests create topics
     return AdminClient(client_config(sink.bootstrap_servers, sink.options, **{"allow.auto.create.topics": False}))
 
 
 def ensure_topics(sink: KafkaSink, topics: Iterable[tuple[str, int, bool]]) -> None:
     """Check that each ``(topic, partitions, create)`` exists, creating it when ``create``."""
+    missing = _ensure(sink, topics)
+    if missing:
+        raise SinkError(_missing_message(missing, sink.bootstrap_servers))
+
+
+def _ensure(sink: KafkaSink, topics: Iterable[tuple[str, int, bool]]) -> list[str]:
+    """The topics of ``(topic, partitions, create)`` that do not exist and may not be created."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import NewTopic
 
@@ -86,13 +102,17 @@ def ensure_topics(sink: KafkaSink, topics: Iterable[tuple[str, int, bool]]) -> N
                 raise SinkError(
                     f"cannot create topic {topic!r} on Kafka at {mask(sink.bootstrap_servers)}: {reason(exc)}"
                 ) from None
-    if missing:
-        names = ", ".join(repr(t) for t in missing)
-        raise SinkError(
-            f"topic{'s' if len(missing) > 1 else ''} {names} do{'' if len(missing) > 1 else 'es'} not exist on Kafka at "
-            f"{mask(sink.bootstrap_servers)}. Create {'them' if len(missing) > 1 else 'it'} (with your Kafka tools), or "
-            "let the sink create the topics it writes: KafkaSink(..., create_topics=True) (in a URL: &create=true)"
-        )
+    return missing
+
+
+def _missing_message(missing: list[str], servers: str) -> str:
+    many = len(missing) > 1
+    names = ", ".join(repr(t) for t in missing)
+    return (
+        f"topic{'s' if many else ''} {names} do{'' if many else 'es'} not exist on Kafka at {mask(servers)}. Create "
+        f"{'them' if many else 'it'} (with your Kafka tools), or let the sink create the topics it writes: "
+        "KafkaSink(..., create_topics=True, partitions=N) (in a URL: &create=true&partitions=N)"
+    )
 
 
 def _producer(sink: KafkaSink) -> Any:
@@ -123,21 +143,32 @@ def _producer_config(sink: KafkaSink, **settings: Any) -> dict[str, Any]:
     return config
 
 
-def _drop_producer(sink: KafkaSink) -> None:
+def _drop_producer(sink: KafkaSink, producer: Any, key: str | None = None) -> None:
+    """Forget ``producer`` (failed or fenced) and what its writer knew; a newer producer of
+    the same writer in this process (one that fenced it) is kept."""
+    key = key or sink.transactional_id
     with _lock:
-        _producers.pop(sink.transactional_id, None)
-        _tops.pop(sink.marker, None)
+        if _producers.get(key) is producer:
+            _producers.pop(key, None)
+            _tops.pop(sink.marker, None)
 
 
 def read_top_marker(sink: KafkaSink, timeout_s: float = TRANSACTION_TIMEOUT_MS / 1000 + 30) -> int | None:
-    """The last batch ``sink``'s writer committed (None: none), from the marker topic read
-    with ``read_committed`` up to its end as of now (waiting for transactions open now)."""
+    """The last batch ``sink``'s writer committed (None: none, or a reset since), from the
+    marker topic read with ``read_committed`` up to its end as of now (waiting, at most
+    ``timeout_s``, for transactions open now).
+
+    The writer's top is its LAST marker record: a writer's batch ids only grow, so that is
+    its highest, except after :func:`reset` (``sparkstate run --fresh``), whose marker record
+    ``{"batch": null, "reset": true}`` makes the top None again (a topic's records cannot be
+    deleted, and the new checkpoint's batch ids start at 0)."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     servers = sink.bootstrap_servers
     consumer = Consumer(client_config(servers, sink.options, **{
         "group.id": "sparkstate-markers", "enable.auto.commit": False, "isolation.level": "read_committed",
         "auto.offset.reset": "earliest", "allow.auto.create.topics": False}))
+    writer = sink.marker.encode()
     try:
         parts = topic_partitions(consumer, sink.marker_topic, servers, "reading the batch markers", SinkError)
         if not parts:
@@ -160,9 +191,8 @@ def read_top_marker(sink: KafkaSink, timeout_s: float = TRANSACTION_TIMEOUT_MS /
                     if msg.error() is not None:
                         continue
                     pos = max(pos, (msg.offset() or 0) + 1)
-                    if msg.key() == sink.marker.encode():
-                        batch = json.loads(msg.value() or b"{}")["batch"]
-                        top = batch if top is None else max(top, batch)
+                    if msg.key() == writer:
+                        top = _marker_batch(msg.value(), sink)
                 if pos < end:
                     at = consumer.position([tp])[0].offset
                     pos = max(pos, at)
@@ -177,6 +207,21 @@ def read_top_marker(sink: KafkaSink, timeout_s: float = TRANSACTION_TIMEOUT_MS /
         consumer.close()
 
 
+def _marker_batch(value: bytes | None, sink: KafkaSink) -> int | None:
+    """The batch id of one marker record of ``sink``'s writer (None: a reset)."""
+    try:
+        batch = json.loads(value or b"{}").get("batch")
+    except (ValueError, AttributeError):
+        batch = "?"
+    if batch is None or (isinstance(batch, int) and not isinstance(batch, bool)):
+        return batch
+    raise SinkError(
+        f"topic {sink.marker_topic!r} on Kafka at {mask(sink.bootstrap_servers)} holds a marker of writer "
+        f"{sink.marker!r} that sparkstate did not write ({(value or b'')[:200]!r}): only sparkstate may write to "
+        "its marker topic. Give the sink another marker_topic, or remove that topic if nothing else is in it"
+    )
+
+
 def _high_watermark(sink: KafkaSink, tp: Any) -> tuple[int, int]:
     from confluent_kafka import Consumer
 
@@ -189,16 +234,34 @@ def _high_watermark(sink: KafkaSink, tp: Any) -> tuple[int, int]:
         c.close()
 
 
+def _topics(sinks: list[KafkaSink]) -> None:
+    """Each sink's topic there (or created when it asks), and the marker topics; every
+    missing topic named in one error."""
+    missing: list[str] = []
+    servers = sinks[0].bootstrap_servers
+    for sink in sinks:  # a side output's sink may write to another cluster
+        absent = _ensure(sink, [(sink.topic, sink.partitions, sink.create_topics)]
+                         + ([(sink.marker_topic, 1, True)] if sink.transactional else []))
+        if absent and not missing:
+            servers = sink.bootstrap_servers
+        missing += [t for t in absent if t not in missing]
+    if missing:
+        raise SinkError(_missing_message(missing, servers))
+
+
 def prepare(sinks: list[KafkaSink], last_committed: int | None) -> None:
     """Check a job's Kafka writers before its first batch: topics there (or created), the
     transactional producers initialised (zombies fenced) and each writer's markers agreeing
     with the checkpoint (``last_committed``: its last committed batch id, or None)."""
     if not sinks:
         return
-    for sink in sinks:  # a side output's sink may write to another cluster
-        ensure_topics(sink, [(sink.topic, sink.partitions, sink.create_topics)]
-                      + ([(sink.marker_topic, 1, True)] if sink.transactional else []))
+    _topics(sinks)
     exact = [s for s in sinks if s.transactional]
+    with _lock:  # each run its own producers: one kept from an earlier run may have been fenced since
+        stale = [_producers.pop(s.transactional_id, None) for s in exact]
+    for p in stale:
+        if p is not None:
+            p.flush(0)
     for sink in exact:  # all fenced before any marker is read: none of them holds a transaction open
         _producer(sink)
     for sink in exact:
@@ -208,11 +271,84 @@ def prepare(sinks: list[KafkaSink], last_committed: int | None) -> None:
             raise SinkError(
                 f"topic {sink.marker_topic!r} on Kafka at {mask(sink.bootstrap_servers)} holds markers up to batch {top} "
                 f"of writer {sink.marker!r} (topic {sink.topic!r}), but the checkpoint {have}: they came from another "
-                "checkpoint, and this run's batches with the same ids would be skipped as written. Give this run "
+                "checkpoint, and this run's batches with the same ids would be skipped as written. Start over with "
+                "`sparkstate run --fresh` (Job.run(fresh=True)), which resets the writer's markers, give this run "
                 "another writer name (KafkaSink(..., job=...), in a URL &job=...) or write to another topic"
             )
         with _lock:
             _tops[sink.marker] = top
+
+
+def reset(sink: KafkaSink, restored_ids: tuple[str | None, ...] = ()) -> str | None:
+    """Forget the batches of ``sink``'s writer and of its writers restored from the savepoints
+    ``restored_ids`` (None: the writer of a checkpoint that was not restored), for
+    ``sparkstate run --fresh``: a marker record ``{"batch": null, "reset": true}`` per writer,
+    in a transaction of the writer's own (which fences any run of it still writing). Returns
+    the note that the topic's records stay, or None when the sink's topic has none.
+
+    A Kafka topic's records cannot be deleted: the new run writes its batches again after
+    them, and readers of the whole topic see both runs' records."""
+    from dataclasses import replace
+
+    from confluent_kafka import KafkaException
+
+    if not sink.transactional:
+        return _kept_note(sink, _records_in(sink))
+    admin = _admin(sink)
+    if topic_partitions(admin, sink.marker_topic, sink.bootstrap_servers, "resetting the batch markers",
+                        SinkError) is not None:
+        writers = {w.marker: w for w in (replace(sink, restored_from=i) for i in (sink.restored_from, *restored_ids))}
+        for _, writer in sorted(writers.items()):
+            p = _producer(writer)  # first: a run of it still writing holds no transaction open any more
+            if read_top_marker(writer) is None:
+                continue
+            try:
+                p.begin_transaction()
+                marker = json.dumps({"writer": writer.marker, "batch": None, "reset": True, "topic": writer.topic})
+                p.produce(writer.marker_topic, marker.encode(), writer.marker.encode())
+                p.commit_transaction(COMMIT_TIMEOUT_S)
+            except KafkaException as exc:
+                _drop_producer(writer, p)
+                raise SinkError(unreachable(writer.bootstrap_servers, f"resetting the markers of writer "
+                                                                      f"{writer.marker!r}", exc)) from None
+            with _lock:
+                _tops[writer.marker] = None
+    return _kept_note(sink, _records_in(sink))
+
+
+def check_reachable(sink: KafkaSink) -> None:
+    """Raise a :class:`SinkError` naming the servers when ``sink``'s broker does not answer
+    (``--fresh`` checks every sink before it resets any)."""
+    topic_partitions(_admin(sink), sink.topic, sink.bootstrap_servers, f"looking at topic {sink.topic!r}", SinkError)
+
+
+def _records_in(sink: KafkaSink) -> int:
+    """Records (and transaction markers) in ``sink``'s topic: 0 when it has none or does not exist."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    c = Consumer(client_config(sink.bootstrap_servers, sink.options, **{
+        "group.id": "sparkstate-markers", "allow.auto.create.topics": False}))
+    try:
+        parts = topic_partitions(c, sink.topic, sink.bootstrap_servers, f"looking at topic {sink.topic!r}", SinkError)
+        total = 0
+        for part in parts or ():
+            try:
+                low, high = c.get_watermark_offsets(TopicPartition(sink.topic, part), timeout=METADATA_TIMEOUT_S)
+            except KafkaException as exc:
+                raise SinkError(unreachable(sink.bootstrap_servers, f"looking at topic {sink.topic!r}", exc)) from None
+            total += max(0, int(high) - int(low))
+        return total
+    finally:
+        c.close()
+
+
+def _kept_note(sink: KafkaSink, records: int) -> str | None:
+    if not records:
+        return None
+    return (f"--fresh kept the records of topic {sink.topic!r} on Kafka at {mask(sink.bootstrap_servers)}: a Kafka "
+            "topic's records cannot be deleted. This run writes its batches again after them, so readers of the "
+            "whole topic see the earlier run's records too; write to a new topic, or delete and recreate this one "
+            "with your Kafka tools, if they must not")
 
 
 def encode(data: pa.Table, key: tuple[str, ...]) -> tuple[list[bytes], list[bytes | None], list[dict]]:
@@ -295,10 +431,12 @@ def commit_batch(sink: KafkaSink, data: pa.Table, batch_id: int) -> BatchOutcome
     with _lock:
         known = sink.marker in _tops
         top = _tops.get(sink.marker)
-    if not known:
-        prepare([sink], None if top is None else top)
+    if not known:  # not prepared by this run (a sink bound late): fence, then read its last marker
+        _topics([sink])
+        _producer(sink)
+        top = read_top_marker(sink)
         with _lock:
-            top = _tops.get(sink.marker)
+            _tops[sink.marker] = top
     if top is not None and batch_id <= top:
         return BatchOutcome(None, dead)
     p = _producer(sink)
@@ -307,19 +445,23 @@ def commit_batch(sink: KafkaSink, data: pa.Table, batch_id: int) -> BatchOutcome
         written = _produce_all(p, sink.topic, values, keys, refused)
         marker = json.dumps({"writer": sink.marker, "batch": batch_id, "rows": written, "topic": sink.topic})
         p.produce(sink.marker_topic, marker.encode(), sink.marker.encode())
+        if p.flush(COMMIT_TIMEOUT_S):  # the records at the broker, in the open transaction
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "records still unsent after "
+                                            f"{COMMIT_TIMEOUT_S:.0f} s"))
         fault_point(SINK_ROWS_WRITTEN)
         p.commit_transaction(COMMIT_TIMEOUT_S)
     except BaseException as exc:
         err: Any = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
         code = err.code() if err is not None and hasattr(err, "code") else None
-        fenced = code in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH) or bool(
-            err is not None and hasattr(err, "fatal") and err.fatal())
-        if not fenced:
+        fatal = bool(err is not None and hasattr(err, "fatal") and err.fatal())
+        fenced = code in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH) or (
+            fatal and "fenced" in str(err.str() if hasattr(err, "str") else err).lower())
+        if not fatal:
             try:  # what the batch wrote stays invisible to read_committed readers either way
                 p.abort_transaction(METADATA_TIMEOUT_S)
             except Exception:  # noqa: BLE001 - the broker aborts it after its timeout
                 pass
-        _drop_producer(sink)
+        _drop_producer(sink, p)
         if not isinstance(exc, KafkaException):
             raise
         if fenced:
@@ -357,7 +499,7 @@ def _write_at_least_once(
     written = _produce_all(p, sink.topic, values, keys, refused)
     left = p.flush(COMMIT_TIMEOUT_S)
     if left or failures:
-        _drop_producer(sink)
+        _drop_producer(sink, p, key=sink.marker)
         why = failures[0] if failures else f"{left} records still unsent after {COMMIT_TIMEOUT_S:.0f} s"
         raise SinkError(
             f"writing batch {batch_id} to topic {sink.topic!r} on Kafka at {mask(sink.bootstrap_servers)} failed: "

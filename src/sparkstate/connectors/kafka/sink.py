@@ -47,7 +47,9 @@ class KafkaSink:
     replayed after a crash is written again.
 
     Side outputs go to ``<topic>-<name>`` (dead letters to ``<topic>-dead_letters``), each in
-    transactions of its own. A topic that does not exist is an error before the first batch,
+    transactions of its own; sparkstate creates these topics when they are missing (one
+    partition, unkeyed), as a database sink creates its side tables. The topic named here (or
+    by a side output's own sink) that does not exist is an error before the first batch,
     unless ``create_topics=True`` (created with ``partitions`` partitions). ``options`` are
     librdkafka's settings (security, tuning), never printed.
 
@@ -120,8 +122,9 @@ class KafkaSink:
 
     def side_table(self, name: str) -> Self:
         """Where side output ``name`` goes when it has no sink of its own: ``<topic>-<name>``,
-        unkeyed (this sink must be bound)."""
-        return replace(self, topic=f"{self.topic}-{name}", key=(), job=f"{self.job}/{name}")
+        unkeyed, created when missing with one partition (this sink must be bound)."""
+        return replace(self, topic=f"{self.topic}-{name}", key=(), job=f"{self.job}/{name}", create_topics=True,
+                       partitions=1)
 
 
 def parse_kafka_sink(spec: str) -> KafkaSink:

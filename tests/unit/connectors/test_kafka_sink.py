@@ -1,0 +1,347 @@
+"""The transactional Kafka sink's protocol against a real broker (noida-db), without Spark.
+
+Each test writes to topics of its own and keeps its batch markers in a marker topic of its
+own, so that a transaction another test leaves open never stands in its way. "A new run" of a
+writer is simulated in one process by forgetting the module's producers (``close_all``): the
+next ``prepare`` initialises a new producer under the same ``transactional.id``, as a new
+process would.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+from dataclasses import replace
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from sparkstate import KafkaSink
+from sparkstate.connectors.kafka import client, protocol
+from sparkstate.connectors.kafka.sink import parse_kafka_sink
+from sparkstate.errors import SinkError
+
+
+@pytest.fixture(autouse=True)
+def new_process():
+    protocol.close_all()
+    yield
+    protocol.close_all()
+
+
+def new_sink(broker: Any, partitions: int = 1, **kwargs: Any) -> KafkaSink:
+    """An exactly-once sink of a new job, to a new topic, with a marker topic of its own."""
+    topic = broker.new_topic("out", partitions)
+    kwargs.setdefault("marker_topic", f"markers-{uuid.uuid4().hex[:8]}")
+    return KafkaSink(broker.servers, topic, **kwargs).for_job(f"job-{uuid.uuid4().hex[:6]}")
+
+
+def rows(*values: int, prefix: str = "k") -> pa.Table:
+    return pa.Table.from_pylist([{"k": f"{prefix}{v}", "v": v} for v in values])
+
+
+def values(broker: Any, topic: str, committed: bool = True) -> list[int]:
+    return [r["value"]["v"] for r in broker.read(topic, committed=committed)]
+
+
+def test_a_batch_and_its_marker_are_one_transaction(kafka_broker):
+    sink = new_sink(kafka_broker, key="k")
+    protocol.prepare([sink], None)
+    out = protocol.commit_batch(sink, rows(1, 2), 0)
+    assert (out.rows, out.refused) == (2, [])
+    got = kafka_broker.read(sink.topic)
+    assert [(r["key"], r["value"]) for r in got] == [("k1", {"k": "k1", "v": 1}), ("k2", {"k": "k2", "v": 2})]
+    markers = kafka_broker.read(sink.marker_topic)
+    assert [(m["key"], m["value"]) for m in markers] == [
+        (sink.marker, {"writer": sink.marker, "batch": 0, "rows": 2, "topic": sink.topic})]
+    assert protocol.read_top_marker(sink) == 0
+
+
+def test_an_aborted_attempt_is_seen_only_by_read_uncommitted_readers(kafka_broker, monkeypatch):
+    sink = new_sink(kafka_broker)
+    protocol.prepare([sink], None)
+    protocol.commit_batch(sink, rows(1), 0)
+
+    def killed(point: str) -> None:
+        raise RuntimeError(f"killed at {point}")
+
+    monkeypatch.setattr(protocol, "fault_point", killed)
+    with pytest.raises(RuntimeError, match="killed at sink.rows-written"):
+        protocol.commit_batch(sink, rows(2, 3), 1)
+    monkeypatch.undo()
+    assert values(kafka_broker, sink.topic) == [1]
+    assert values(kafka_broker, sink.topic, committed=False) == [1, 2, 3]  # the records reached the broker
+    assert protocol.read_top_marker(sink) == 0
+    # the failed producer is gone: the next attempt fences it, reads the marker and writes the batch once
+    assert protocol.commit_batch(sink, rows(2, 3), 1).rows == 2
+    assert values(kafka_broker, sink.topic) == [1, 2, 3]
+    assert values(kafka_broker, sink.topic, committed=False) == [1, 2, 3, 2, 3]
+
+
+def test_a_replayed_batch_writes_nothing(kafka_broker):
+    sink = new_sink(kafka_broker)
+    protocol.prepare([sink], None)
+    protocol.commit_batch(sink, rows(1), 0)
+    protocol.commit_batch(sink, rows(2), 1)
+    assert protocol.commit_batch(sink, rows(9), 1).rows is None
+    assert protocol.commit_batch(sink, rows(9), 0).rows is None
+    # a new run whose checkpoint has committed batch 0 only: Kafka has batch 1, which it skips
+    protocol.close_all()
+    protocol.prepare([sink], 0)
+    assert protocol.commit_batch(sink, rows(9), 1).rows is None
+    assert protocol.commit_batch(sink, rows(3), 2).rows == 1
+    assert values(kafka_broker, sink.topic) == [1, 2, 3]
+    assert values(kafka_broker, sink.topic, committed=False) == [1, 2, 3]
+
+
+def test_a_new_run_fences_its_zombie(kafka_broker, monkeypatch):
+    sink = new_sink(kafka_broker)
+    protocol.prepare([sink], None)
+    protocol.commit_batch(sink, rows(1), 0)
+    zombie = dict(protocol._producers)
+
+    def new_run_starts(point: str) -> None:
+        # the zombie's transaction is open with its records at the broker: a new run starts
+        monkeypatch.setattr(protocol, "fault_point", lambda point: None)
+        protocol._producers.clear()
+        protocol._tops.clear()
+        protocol.prepare([sink], 0)
+
+    monkeypatch.setattr(protocol, "fault_point", new_run_starts)
+    with pytest.raises(SinkError, match="fenced off by a newer run") as failed:
+        protocol.commit_batch(sink, rows(66, 67), 1)
+    assert "did not commit batch 1" in str(failed.value)
+    assert protocol._producers[sink.transactional_id] is not zombie[sink.transactional_id]  # the new run's is kept
+    assert protocol.commit_batch(sink, rows(2), 1).rows == 1
+    assert values(kafka_broker, sink.topic) == [1, 2]
+    assert [m["value"]["batch"] for m in kafka_broker.read(sink.marker_topic)] == [0, 1]
+
+
+def test_a_second_run_in_the_same_process_writes_though_another_run_fenced_the_first(kafka_broker):
+    from confluent_kafka import Producer
+
+    sink = new_sink(kafka_broker)
+    protocol.prepare([sink], None)
+    protocol.commit_batch(sink, rows(1), 0)
+    elsewhere = Producer({"bootstrap.servers": kafka_broker.servers, "transactional.id": sink.transactional_id})
+    elsewhere.init_transactions(10)  # another process's run of the job fences this one's producer
+    protocol.prepare([sink], 0)  # this process runs the job again: with a producer of its own
+    assert protocol.commit_batch(sink, rows(2), 1).rows == 1
+    assert values(kafka_broker, sink.topic) == [1, 2]
+
+
+def test_markers_beyond_the_checkpoint_are_refused(kafka_broker):
+    sink = new_sink(kafka_broker)
+    protocol.prepare([sink], None)
+    for batch in range(3):
+        protocol.commit_batch(sink, rows(batch), batch)
+    protocol.close_all()
+    with pytest.raises(SinkError) as refused:
+        protocol.prepare([sink], None)
+    text = str(refused.value)
+    assert f"holds markers up to batch 2 of writer {sink.marker!r}" in text
+    assert "the checkpoint has committed no batch" in text and "--fresh" in text
+    with pytest.raises(SinkError, match="checkpoint has committed batches up to 0"):
+        protocol.prepare([sink], 0)
+    protocol.prepare([sink], 1)  # batch 2 committed to Kafka, not to Spark: a replay to skip
+
+
+def test_a_missing_topic_is_refused_unless_the_sink_creates_it(kafka_broker):
+    topic, other = (f"absent-{uuid.uuid4().hex[:8]}" for _ in range(2))
+    markers = f"m-{uuid.uuid4().hex[:8]}"
+    sink = KafkaSink(kafka_broker.servers, topic, marker_topic=markers).for_job("j")
+    side = KafkaSink(kafka_broker.servers, other, marker_topic=markers).for_side_output("j", "late")
+    with pytest.raises(SinkError) as refused:
+        protocol.prepare([sink, side], None)
+    text = str(refused.value)
+    assert f"topics {topic!r}, {other!r} do not exist on Kafka at {kafka_broker.servers}" in text
+    assert "create_topics=True" in text and "&create=true" in text
+    assert topic not in kafka_broker.admin().list_topics(timeout=10).topics  # looking did not create it
+    made = KafkaSink(kafka_broker.servers, topic, create_topics=True, partitions=3, marker_topic=markers).for_job("j")
+    # the topic of a side output without a sink of its own is sparkstate's: created when missing
+    protocol.prepare([made, made.side_table("dead_letters")], None)
+    meta = kafka_broker.admin().list_topics(timeout=10).topics
+    assert len(meta[topic].partitions) == 3
+    assert len(meta[f"{topic}-dead_letters"].partitions) == 1
+    assert len(meta[markers].partitions) == 1
+
+
+def test_at_least_once_writes_a_replayed_batch_again(kafka_broker):
+    sink = new_sink(kafka_broker, guarantee="at-least-once")
+    protocol.prepare([sink], None)
+    assert protocol.commit_batch(sink, rows(1, 2), 0).rows == 2
+    assert protocol.commit_batch(sink, rows(1, 2), 0).rows == 2
+    assert values(kafka_broker, sink.topic) == [1, 2, 1, 2]
+    topics = kafka_broker.admin().list_topics(timeout=10).topics
+    assert sink.marker_topic not in topics  # no transactions, no markers
+
+
+def test_rows_that_cannot_be_records_are_dead_letters_and_the_batch_goes_on(kafka_broker):
+    sink = new_sink(kafka_broker, options={"message.max.bytes": 2000})
+    protocol.prepare([sink], None)
+    data = pa.Table.from_pylist([
+        {"k": "a", "x": 1.0, "s": "ok"},
+        {"k": "b", "x": float("nan"), "s": "nan"},
+        {"k": "c", "x": 2.0, "s": "y" * 5000},
+        {"k": "d", "x": 3.0, "s": "ok"},
+    ])
+    out = protocol.commit_batch(sink, data, 0)
+    assert out.rows == 2
+    dead = sorted(out.refused, key=lambda d: d["reason"])
+    assert len(dead) == 2
+    assert dead[0]["reason"].startswith("row 1 cannot be a JSON record") and "NaN" in dead[0]["raw"]
+    assert dead[1]["reason"].startswith("row 2 is 5,") and "message.max.bytes" in dead[1]["reason"]
+    assert [r["value"]["k"] for r in kafka_broker.read(sink.topic)] == ["a", "d"]
+    # a replay returns the same dead letters (the dispatcher writes them to their own writer)
+    assert len(protocol.commit_batch(sink, data, 0).refused) == 2
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+SECRET = "s3cret-Pa55word"
+SASL = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "alice",
+        "sasl.password": SECRET}
+
+
+def test_a_broker_down_at_start_names_the_servers_and_never_the_password(monkeypatch):
+    monkeypatch.setattr(client, "METADATA_TIMEOUT_S", 1.5)
+    monkeypatch.setattr(protocol, "METADATA_TIMEOUT_S", 1.5)
+    servers = f"127.0.0.1:{_free_port()}"
+    for sink in (KafkaSink(servers, "out", options=SASL).for_job("j"),
+                 parse_kafka_sink(f"kafka://alice:{SECRET}@{servers}/out").for_job("j")):
+        assert SECRET not in repr(sink) and SECRET not in sink.describe()
+        with pytest.raises(SinkError) as failed:
+            protocol.prepare([sink], None)
+        text = str(failed.value)
+        assert f"cannot reach Kafka at {servers}" in text
+        assert SECRET not in text and SECRET not in repr(failed.value)
+        with pytest.raises(SinkError) as failed:
+            protocol.commit_batch(sink, rows(1), 0)
+        assert servers in str(failed.value) and SECRET not in str(failed.value)
+
+
+def test_a_broker_lost_mid_batch_commits_nothing_and_the_next_run_writes_the_batch(monkeypatch):
+    from kafka_server import LocalKafka
+
+    broker = LocalKafka()
+    try:
+        broker.start()
+        sink = new_sink(broker, options={"message.timeout.ms": 2000})
+        protocol.prepare([sink], None)
+        protocol.commit_batch(sink, rows(1), 0)
+        broker.stop()
+        monkeypatch.setattr(protocol, "COMMIT_TIMEOUT_S", 2.0)
+        monkeypatch.setattr(protocol, "METADATA_TIMEOUT_S", 1.0)
+        with pytest.raises(SinkError) as failed:
+            protocol.commit_batch(sink, rows(2), 1)
+        text = str(failed.value)
+        assert f"writing batch 1 to topic {sink.topic!r} on Kafka at {broker.servers} failed" in text
+        assert "the next run writes it again" in text
+        monkeypatch.undo()
+        broker.start()  # same port, same data
+        protocol.close_all()
+        protocol.prepare([sink], 0)
+        assert protocol.commit_batch(sink, rows(2), 1).rows == 1
+        assert values(broker, sink.topic) == [1, 2]
+    finally:
+        broker.remove()
+
+
+def test_reading_the_markers_waits_for_a_transaction_open_on_the_marker_topic(kafka_broker):
+    from confluent_kafka import Producer
+
+    sink = new_sink(kafka_broker)
+    protocol.prepare([sink], None)
+    protocol.commit_batch(sink, rows(1), 0)
+    other = Producer({"bootstrap.servers": kafka_broker.servers, "transactional.id": f"other-{uuid.uuid4().hex[:6]}"})
+    other.init_transactions(10)
+    other.begin_transaction()
+    other.produce(sink.marker_topic, b'{"batch": 5}', b"another-writer")
+    assert other.flush(10) == 0
+    started = time.monotonic()
+    with pytest.raises(SinkError, match="still open"):
+        protocol.read_top_marker(sink, timeout_s=1.0)
+    assert time.monotonic() - started < 8  # bounded
+    threading.Timer(1.0, lambda: other.commit_transaction(10)).start()
+    started = time.monotonic()
+    assert protocol.read_top_marker(sink, timeout_s=20) == 0
+    assert time.monotonic() - started >= 0.5  # it waited for the commit
+
+
+def test_reset_makes_a_writer_start_over_and_the_records_stay(kafka_broker):
+    sink = new_sink(kafka_broker)
+    restored = replace(sink, restored_from="sp-1")
+    protocol.prepare([sink, restored], None)
+    for batch in range(3):
+        protocol.commit_batch(sink, rows(batch), batch)
+    protocol.commit_batch(restored, rows(7), 0)
+    protocol.close_all()
+    note = protocol.reset(sink, (None, "sp-1"))
+    assert note is not None and f"kept the records of topic {sink.topic!r}" in note
+    assert "cannot be deleted" in note
+    assert protocol.read_top_marker(sink) is None
+    assert protocol.read_top_marker(restored) is None
+    assert kafka_broker.read(sink.marker_topic)[-1]["value"] == {
+        "writer": restored.marker, "batch": None, "reset": True, "topic": sink.topic}
+    protocol.close_all()
+    protocol.prepare([sink], None)  # a new checkpoint: accepted
+    assert protocol.commit_batch(sink, rows(10), 0).rows == 1
+    assert values(kafka_broker, sink.topic) == [0, 1, 2, 7, 10]
+    assert protocol.read_top_marker(sink) == 0
+    # a writer with no markers and a topic with no records: nothing to reset, nothing to say
+    empty = new_sink(kafka_broker)
+    assert protocol.reset(empty) is None
+
+
+def test_a_marker_sparkstate_did_not_write_is_refused(kafka_broker):
+    sink = new_sink(kafka_broker)
+    kafka_broker.produce(sink.marker_topic, [{"batch": "seven"}], key=lambda v: sink.marker)
+    with pytest.raises(SinkError, match="that sparkstate did not write"):
+        protocol.read_top_marker(sink)
+
+
+def test_fresh_resets_the_kafka_writers_and_says_the_records_stay(kafka_broker, tmp_path):
+    from sparkstate import Job, ListSource
+    from sparkstate.connectors.database import bind_job_sinks
+    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+    from sparkstate.runtime.fresh import start_fresh
+
+    base = new_sink(kafka_broker)
+    job = bind_job_sinks(Job(base.job).source(ListSource([[{"k": "a"}]], "k string")).sink(base))
+    sink = job.sink_spec
+    assert sink.marker == base.marker
+    protocol.prepare([sink], None)
+    protocol.commit_batch(sink, rows(1), 0)
+    protocol.close_all()
+    notes = start_fresh(job, CheckpointDir.open(tmp_path / "ckpt"))
+    assert len(notes) == 1 and "--fresh kept the records of topic" in notes[0]
+    assert protocol.read_top_marker(sink) is None
+    protocol.prepare([sink], None)
+
+
+def test_fresh_with_an_unreachable_broker_deletes_nothing(tmp_path, monkeypatch):
+    import json
+
+    from sparkstate import Job, ListSource
+    from sparkstate.connectors.database import bind_job_sinks
+    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+    from sparkstate.runtime.fresh import start_fresh
+
+    monkeypatch.setattr(client, "METADATA_TIMEOUT_S", 1.0)
+    servers = f"127.0.0.1:{_free_port()}"
+    job = bind_job_sinks(Job("j").source(ListSource([[{"k": "a"}]], "k string")).sink(
+        KafkaSink(servers, "out", options=SASL)))
+    (tmp_path / "ckpt").mkdir()
+    metadata = tmp_path / "ckpt" / CheckpointDir.METADATA_FILE
+    metadata.write_text(json.dumps({"job": "j"}))
+    with pytest.raises(SinkError, match=f"cannot reach Kafka at {servers}") as failed:
+        start_fresh(job, CheckpointDir.open(tmp_path / "ckpt"))
+    assert SECRET not in str(failed.value)
+    assert metadata.exists()  # the checkpoint is kept
