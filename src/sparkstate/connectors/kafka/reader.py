@@ -35,17 +35,48 @@ Offsets = dict[str, dict[str, int]]
 
 #: seconds a partition's range may make no progress before its read fails (a lost broker)
 READ_TIMEOUT_S = 30.0
+#: seconds every broker may stay unreachable (librdkafka says "all brokers down": connections
+#: refused or lost) before a metadata request or a read gives up, rather than waiting for
+#: :data:`METADATA_TIMEOUT_S` or ``READ_TIMEOUT_S``: a broker that is down is reported in seconds
+DOWN_GRACE_S = 2.0
+#: seconds one metadata request waits while the broker is probed
+PROBE_S = 0.5
 #: records handed on per Arrow batch while a range is read
 CHUNK = 100_000
 
 
-def consumer_config(servers: str, options: Mapping[str, Any], group: str) -> dict[str, Any]:
+class _Down:
+    """librdkafka's error callback: remembers when it last said that no broker is reachable
+    (its other errors are retried by the client and reach the caller as a failed request)."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+        self.last = ""
+
+    def __call__(self, err: Any) -> None:
+        from confluent_kafka import KafkaError
+
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+            self.since = time.monotonic() if self.since is None else self.since
+        elif err.code() == KafkaError._TRANSPORT:
+            self.last = err.str()
+
+    def reset(self) -> None:
+        self.since = None
+
+    def for_over(self, seconds: float) -> bool:
+        return self.since is not None and time.monotonic() - self.since >= seconds
+
+
+def consumer_config(servers: str, options: Mapping[str, Any], group: str, down: _Down | None = None) -> dict[str, Any]:
     """A consumer that reads only what it is told (offsets live in the checkpoint, not the group)."""
+    extra: dict[str, Any] = {} if down is None else {"error_cb": down}
     return client_config(
         servers, options,
         **{"group.id": group, "enable.auto.commit": False, "enable.auto.offset.store": False,
            "isolation.level": "read_committed", "auto.offset.reset": "error",
            "allow.auto.create.topics": False, "enable.partition.eof": False},
+        **extra,
     )
 
 
@@ -67,10 +98,30 @@ class OffsetBook:
         from confluent_kafka import Consumer
 
         self.servers, self.topics = servers, list(topics)
-        self._consumer = Consumer(consumer_config(servers, options, group))
+        self._down = _Down()
+        self._consumer = Consumer(consumer_config(servers, options, group, self._down))
 
     def close(self) -> None:
         self._consumer.close()
+
+    def reach(self, doing: str) -> None:
+        """Returns once a broker answers a metadata request; raises :class:`SourceError`
+        naming the servers when none does: within :data:`DOWN_GRACE_S` seconds when the client
+        finds every broker down (a refused or lost connection), else after
+        :data:`METADATA_TIMEOUT_S` (an address that does not answer at all)."""
+        from confluent_kafka import KafkaException
+
+        began = time.monotonic()
+        self._down.reset()
+        while True:
+            try:
+                self._consumer.list_topics(self.topics[0], timeout=PROBE_S)
+                return
+            except KafkaException as exc:
+                failure: BaseException = exc
+            self._consumer.poll(0)  # serves the error callback
+            if self._down.for_over(DOWN_GRACE_S) or time.monotonic() - began >= METADATA_TIMEOUT_S:
+                raise SourceError(unreachable(self.servers, doing, failure)) from None
 
     def partitions(self, topic: str) -> list[int]:
         parts = topic_partitions(self._consumer, topic, self.servers, f"looking up topic {topic!r}", SourceError)
@@ -104,6 +155,7 @@ class OffsetBook:
     def initial(self, starting: str) -> Offsets:
         """Where a new checkpoint starts, resolved now (the reader keeps it, see the runtime)."""
         explicit: Offsets = json.loads(starting.partition(":")[2]) if starting.startswith("offsets:") else {}
+        self.reach(f"finding where {', '.join(map(repr, self.topics))} start")
         out: Offsets = {}
         for topic in self.topics:
             parts = self.partitions(topic)
@@ -119,6 +171,7 @@ class OffsetBook:
     def latest(self, start: Offsets, max_records: int | None) -> Offsets:
         """The end of the next micro-batch from ``start``: each partition's last stable offset,
         scaled down to ``max_records`` in all (in proportion to each partition's lag)."""
+        self.reach(f"finding the end of the next micro-batch of {', '.join(map(repr, self.topics))}")
         ends: Offsets = {}
         lags: list[tuple[str, str, int, int]] = []
         for topic in self.topics:
@@ -168,7 +221,8 @@ def fetch(
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     transient = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._PARTITION_EOF}
-    consumer = Consumer(consumer_config(servers, options, group))
+    down = _Down()
+    consumer = Consumer(consumer_config(servers, options, group, down))
     try:
         consumer.assign([TopicPartition(topic, part, start)])
         pos, last_progress = start, time.monotonic()
@@ -192,6 +246,7 @@ def fetch(
                 pos = offset + 1
             if chunk:
                 last_progress = time.monotonic()
+                down.reset()
                 yield chunk
                 continue
             if pos < end:
@@ -200,11 +255,16 @@ def fetch(
                     break
                 if at > pos:
                     pos, last_progress = at, time.monotonic()
-                elif time.monotonic() - last_progress > timeout_s:
+                    down.reset()
+                    continue
+                waited = time.monotonic() - last_progress
+                lost = down.for_over(min(DOWN_GRACE_S, timeout_s))
+                if waited > timeout_s or lost:
+                    why = "no broker is reachable" if lost else "is the broker down?"
                     raise SourceError(
                         f"Kafka at {mask(servers)} delivered nothing of offsets {pos} to {end - 1} of topic {topic!r} "
-                        f"partition {part} for {timeout_s:.0f} s (is the broker down?). The micro-batch fails and "
-                        "nothing of it is committed; the next run reads it again"
+                        f"partition {part} for {waited:.0f} s ({why}). The micro-batch fails and nothing of it is "
+                        "committed; the next run reads it again once the broker is back"
                     )
     finally:
         consumer.close()
