@@ -116,9 +116,12 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         now = end.get("now")
+        # a checkpoint's first batch logged where it starts: a replay of it starts there too,
+        # whatever initialOffset() says now (``starting="latest"`` or a time, resolved again)
+        begin = end.get("initial") if isinstance(end.get("initial"), dict) else start["topics"]
         return [
             KafkaRange(i, topic, part, s, e, int(now) if now is not None else None)
-            for i, topic, part, s, e in ranges(start["topics"], end["topics"])
+            for i, topic, part, s, e in ranges(begin, end["topics"])
         ]
 
     # Spark passes back what partitions() returned; pyspark types it as the base class
