@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -133,14 +132,14 @@ class WindowCount(KeyedProcessFunction):
 def test_kafka_timestamps_drive_event_time_timers_as_on_the_harness(spark, kafka_broker, tmp_path):
     topic = kafka_broker.new_topic("win", 3)
     base = (int(time.time() * 1000) - 600_000) // 10_000 * 10_000
-    per_part = 12
     events = []
-    for part in range(3):  # partition p, offset i: time base + 1.5 s * i (batches read the partitions alike)
-        mine = [({"merchant_id": f"m{(part + i) % 2}", "amount": 1.0}, base + 1500 * i) for i in range(per_part)]
+    for part in range(3):  # partition p, offset i: time base + 1.5 s * i; last, one far ahead that closes every window
+        mine = [({"merchant_id": f"m{(part + i) % 2}", "amount": 1.0}, base + 1500 * i) for i in range(12)]
+        mine.append(({"merchant_id": "end", "amount": 0.0}, base + 120_000))
         produce(kafka_broker, topic, [e for e, _ in mine], partition=part, stamps=[t for _, t in mine])
         events += mine
     source = KafkaSource(kafka_broker.servers, topic, "merchant_id string, amount double, kafka_timestamp timestamp",
-                         time_column="kafka_timestamp", max_records_per_batch=18)
+                         time_column="kafka_timestamp")
     sink = MemorySink()
     job = (
         Job("kafka-windows").source(source, watermark=WatermarkStrategy.for_bounded_out_of_orderness(0))
@@ -148,22 +147,13 @@ def test_kafka_timestamps_drive_event_time_timers_as_on_the_harness(spark, kafka
         .sink(sink).with_settings(**FAST)
     )
     harness = job.harness()
-    want = harness.process_batch([{**e, "kafka_timestamp": _dt(t)} for e, t in sorted(events, key=lambda et: et[1])])
-    want += harness.advance_watermark(base + 60_000)
+    want = harness.process_batch([{**e, "kafka_timestamp": _dt(t)} for e, t in events])
+    want += harness.advance_watermark(base + 120_000)
     want_rows = sorted((r["merchant_id"], r["window_end"], r["n"]) for r in want)
-    assert len(want_rows) == 4 and sum(n for *_, n in want_rows) == 3 * per_part
+    assert len(want_rows) == 4 and sum(n for *_, n in want_rows) == 36  # the windows of m0 and m1; "end"'s stays open
 
-    ended = []
-
-    def done(r):
-        if r.events >= 3 * per_part and not ended:  # then a record far ahead lifts the watermark past every window
-            produce(kafka_broker, topic, [{"merchant_id": "end", "amount": 0.0}], partition=0, stamps=[base + 120_000])
-            ended.append(True)
-        return len(sink.rows()) >= len(want_rows)
-
-    result = job.run(checkpoint_dir=tmp_path / "ck", spark=spark, timeout=120, until=done)
-    assert result.completed and result.events == 3 * per_part + 1
-    assert result.batches >= 3  # 36 records at most 18 a batch, then the one ahead
+    result = job.run(checkpoint_dir=tmp_path / "ck", spark=spark, timeout=120, until=lambda r: len(sink.rows()) >= 4)
+    assert result.completed and result.events == 39
     assert sorted((r["merchant_id"], r["window_end"], r["n"]) for r in sink.rows()) == want_rows
 
 
@@ -193,7 +183,7 @@ def per_partition(broker: LocalKafka, topic: str, n: int, first: int, parts: int
 def test_a_restart_a_replayed_latest_first_batch_and_a_lost_broker_read_every_record_once(spark, own_broker, tmp_path):
     topic = own_broker.new_topic("restart", 3)
     per_partition(own_broker, topic, 2, 100)  # before the job: starting="latest" never reads them
-    source = KafkaSource(own_broker.servers, topic, SCHEMA, starting="latest", max_records_per_batch=6)
+    source = KafkaSource(own_broker.servers, topic, SCHEMA, starting="latest", max_records_per_batch=9)
     ck = tmp_path / "ck"
     start_file = ck / "sparkstate-sources" / "kafka-start.json"
     produced = []
@@ -231,7 +221,7 @@ def test_a_restart_a_replayed_latest_first_batch_and_a_lost_broker_read_every_re
     # one uninterrupted run's output: every record after the start once (offsets 2.. of each partition)
     assert records(second) == sorted((p, o) for p in range(3) for o in range(2, 7))
     assert all(c == list(range(1, len(c) + 1)) for c in counts(second).values())
-    assert max(len(b) for b in second.batches.values()) <= 6
+    assert max(len(b) for b in second.batches.values()) <= 9
 
 
 # ------------------------------------------------------------------ (c) a failed batch, (d) new partitions,

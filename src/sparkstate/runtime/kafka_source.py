@@ -118,7 +118,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         now = end.get("now")
         # a checkpoint's first batch logged where it starts: a replay of it starts there too,
         # whatever initialOffset() says now (``starting="latest"`` or a time, resolved again)
-        begin = end.get("initial") if isinstance(end.get("initial"), dict) else start["topics"]
+        initial = end.get("initial")
+        begin = initial if isinstance(initial, dict) else start["topics"]
         return [
             KafkaRange(i, topic, part, s, e, int(now) if now is not None else None)
             for i, topic, part, s, e in ranges(begin, end["topics"])

@@ -189,6 +189,22 @@ def test_records_deleted_by_retention_are_an_error_naming_them_and_the_options(k
         b.close()
 
 
+def test_offsets_past_a_partitions_end_or_of_partitions_that_do_not_exist_are_refused(kafka_broker):
+    topic = kafka_broker.new_topic("past", 2)
+    kafka_broker.produce(topic, ["a", "b"], partition=0)
+    b = book(kafka_broker, topic)
+    try:
+        # the topic deleted and created again under a running job, or offsets given past the end:
+        # reading on would skip the records below that offset without a word
+        start = b.initial("offsets:" + json.dumps({topic: {"0": 50}}))
+        with pytest.raises(SourceError, match=rf"topic {topic!r} partition 0 .* ends at offset 2, before offset 50"):
+            b.latest(start, None)
+        with pytest.raises(SourceError, match=rf"partition\(s\) 7 of topic {topic!r}, which has partitions 0, 1"):
+            b.initial("offsets:" + json.dumps({topic: {"7": 0}}))
+    finally:
+        b.close()
+
+
 def test_a_topic_that_does_not_exist_is_refused(kafka_broker):
     b = book(kafka_broker, "no-such-topic-" + uuid.uuid4().hex[:6])
     try:
@@ -291,6 +307,12 @@ def test_kafka_source_specs_are_checked():
         ({"max_records_per_batch": 0}, "max_records_per_batch must be a positive int"),
         ({"starting": "yesterday"}, "is not a position"),
         ({"starting": 1.5}, "is not a position"),
+        ({"starting": "timestamp:soon"}, "a timestamp is epoch milliseconds"),
+        ({"starting": "offsets:[1]"}, "offsets are JSON"),
+        ({"starting": {"t": {"0": -1}}}, "whole numbers from 0"),
+        ({"starting": {"t": {"x": 1}}}, "whole numbers from 0"),
+        ({"starting": {"other": {0: 1}}}, "name topic\\(s\\) 'other', which the source does not read"),
+        ({"max_records_per_batch": True}, "max_records_per_batch must be a positive int"),
         ({"schema": "v string, kafka_value string"}, "'kafka_value' is not one of the record's columns"),
         ({"schema": "v string, kafka_offset string"}, "'kafka_offset' must be of type bigint or long"),
         ({"schema": "v string, kafka_key int"}, "'kafka_key' must be of type string or binary"),
@@ -303,3 +325,52 @@ def test_kafka_source_specs_are_checked():
         args: dict[str, Any] = {"bootstrap_servers": "h:1", "topic": "t", "schema": "v string", **change}
         with pytest.raises(JobDefinitionError, match=message):
             KafkaSource(**args)
+
+
+# ------------------------------------------------------------------ the Spark reader's offsets (no Spark session)
+
+
+def test_a_replayed_first_batch_reads_what_its_first_attempt_read(kafka_broker, tmp_path):
+    from sparkstate.runtime.kafka_source import KafkaStreamReader
+
+    topic = kafka_broker.new_topic("first", 2)
+    kafka_broker.produce(topic, ["old"], partition=0)
+    options = {**kafka_options(KafkaSource(kafka_broker.servers, topic, "value string", format="raw", starting="latest")),
+               "start_file": str(tmp_path / "kafka-start.json")}
+    reader = KafkaStreamReader(options)
+    start = reader.initialOffset()
+    assert start == {"topics": {topic: {"0": 1, "1": 0}}}
+    for part in range(2):
+        kafka_broker.produce(topic, [f"a{part}"], partition=part)
+    end = reader.latestOffset(start, None)  # Spark logs it before the batch runs
+    assert end["initial"] == start["topics"] and end["topics"] == {topic: {"0": 2, "1": 1}}
+
+    def read(r: KafkaStreamReader, begin: dict) -> list[Any]:
+        return [v for p in r.partitions(begin, end) for b in r.read(p) for v in b.column("value").to_pylist()]
+
+    assert read(reader, start) == ["a0", "a1"]
+    # a crash before the batch committed; records arrive; the start file is gone (or was never
+    # written: a checkpoint that is not local): "latest" now resolves after them, yet the replay
+    # reads the first attempt's records
+    kafka_broker.produce(topic, ["b0"], partition=0)
+    (tmp_path / "kafka-start.json").unlink()
+    again = KafkaStreamReader(options)
+    moved = again.initialOffset()
+    assert moved == {"topics": {topic: {"0": 3, "1": 1}}}
+    assert read(again, moved) == ["a0", "a1"]
+    # the next batch starts at the logged end
+    nxt = again.latestOffset(end, None)
+    assert "initial" not in nxt and [(p.partition, p.start, p.end) for p in again.partitions(end, nxt)] == [(0, 2, 3)]
+    assert again.latestOffset(nxt, None) is nxt  # nothing new: the same offset, no empty batch
+    reader.stop()
+    again.stop()
+
+
+def test_a_batch_counts_the_records_its_offsets_span():
+    from sparkstate.runtime.spark_sources import kafka_records
+
+    first = {"endOffset": json.dumps({"topics": {"t": {"0": 5, "1": 2}}, "initial": {"t": {"0": 1}}}), "startOffset": None}
+    assert kafka_records(first) == 6  # a new partition counts from 0
+    later = {"startOffset": json.dumps({"topics": {"t": {"0": 5, "1": 2}}}), "endOffset": {"topics": {"t": {"0": 9, "1": 2}}}}
+    assert kafka_records(later) == 4
+    assert kafka_records({"endOffset": json.dumps({"offset": 3})}) is None  # not a Kafka source's

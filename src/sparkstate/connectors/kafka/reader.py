@@ -90,6 +90,15 @@ def _retention_error(servers: str, topic: str, part: int | str, start: int, low:
     )
 
 
+def _behind_error(servers: str, topic: str, part: int | str, start: int, high: int) -> SourceError:
+    return SourceError(
+        f"topic {topic!r} partition {part} on Kafka at {mask(servers)} ends at offset {high}, before offset {start} "
+        "where this job is to read on: the topic was deleted and created again, or the starting offsets point past "
+        "its end. Reading on would skip the records up to it silently. Start a new checkpoint (`sparkstate run "
+        "--fresh`, or another checkpoint directory), with starting offsets within the partition's records"
+    )
+
+
 class OffsetBook:
     """The driver's view of a source's topics: partitions, their readable ends and earliest
     offsets (one consumer, never assigned: it only asks the broker)."""
@@ -165,6 +174,12 @@ class OffsetBook:
                 out[topic] = {str(p): o for p, o in self._times(topic, parts, int(starting.partition(":")[2])).items()}
             else:
                 given = explicit.get(topic, {})
+                missing = sorted(set(given) - {str(p) for p in parts}, key=int)
+                if missing:
+                    raise SourceError(
+                        f"the starting offsets name partition(s) {', '.join(missing)} of topic {topic!r}, which has "
+                        f"partitions {', '.join(map(str, parts))} on Kafka at {mask(self.servers)}: fix the offsets"
+                    )
                 out[topic] = {str(p): int(given[str(p)]) if str(p) in given else self.bounds(topic, p)[0] for p in parts}
         return out
 
@@ -182,6 +197,8 @@ class OffsetBook:
                 low, high = self.bounds(topic, p)
                 if high > s and s < low:
                     raise _retention_error(self.servers, topic, p, s, low)
+                if s > high:
+                    raise _behind_error(self.servers, topic, p, s, high)
                 ends[topic][str(p)] = max(s, high)
                 if high > s:
                     lags.append((topic, str(p), s, high - s))
