@@ -166,15 +166,6 @@ def _dt(ms: int) -> Any:
 # ------------------------------------------------------------------ (b) restart, replayed first batch, (f) lost broker
 
 
-@pytest.fixture
-def own_broker():
-    """A broker of the test's own: the test stops it."""
-    broker = LocalKafka()
-    broker.start()
-    yield broker
-    broker.remove()
-
-
 def per_partition(broker: LocalKafka, topic: str, n: int, first: int, parts: int = 3) -> None:
     for part in range(parts):
         produce(broker, topic, pay(n, first + part * n), partition=part)
@@ -207,7 +198,7 @@ def test_a_restart_a_replayed_latest_first_batch_and_a_lost_broker_read_every_re
     own_broker.stop()
     job, lost, _ = tally_job(source)
     began = time.monotonic()
-    with pytest.raises(JobFailedError, match=rf"SourceError: cannot reach Kafka at {own_broker.servers}"):
+    with pytest.raises(JobFailedError, match=rf"SourceError: (cannot reach )?Kafka at {own_broker.servers}"):
         job.run(checkpoint_dir=ck, spark=spark, timeout=120, until=lambda r: r.batches >= 1)
     assert time.monotonic() - began < 30
     assert lost.rows() == [] and not (ck / "commits" / "0").exists()

@@ -5,8 +5,10 @@ end), registered for :class:`~sparkstate.connectors.kafka.KafkaSource` specs.
 Spark writes a batch's end offsets to the checkpoint's offset log before running it, and a
 restarted query replays a batch that did not commit from the same offsets: the records are
 the same, so the batch's effect is the same (exactly-once). Where a *new* checkpoint starts
-(``starting="latest"`` or a time) is resolved once and kept beside the checkpoint, so a first
-batch replayed after a crash starts where its first attempt started.
+(``starting="latest"`` or a time) is resolved once: the first batch's end offset carries it
+(``initial``), so a first batch replayed after a crash starts where its first attempt started
+even when ``initialOffset()`` would now resolve elsewhere; a local checkpoint also keeps it
+beside itself (``kafka-start.json``), which ``initialOffset()`` returns again.
 
 The reader parses and packs records in the task that reads them (one Python pass, as the
 generator does); unpacked, it gives the events themselves (the columns of the spec's schema).

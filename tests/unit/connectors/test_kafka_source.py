@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -25,8 +27,13 @@ from sparkstate.runtime.kafka_source import RecordDecoder, kafka_options
 GROUP = "sparkstate-test"
 
 
-def book(broker: LocalKafka, *topics: str) -> OffsetBook:
-    return OffsetBook(broker.servers or "", list(topics), {}, GROUP)
+@contextmanager
+def book(broker: LocalKafka | str, *topics: str) -> Iterator[OffsetBook]:
+    b = OffsetBook(broker if isinstance(broker, str) else broker.servers or "", list(topics), {}, GROUP)
+    try:
+        yield b
+    finally:
+        b.close()
 
 
 def read_all(broker: LocalKafka, topic: str, part: int, start: int, end: int, timeout_s: float = 10.0) -> list[Any]:
@@ -41,19 +48,6 @@ def produce_at(broker: LocalKafka, topic: str, stamped: list[tuple[int, str]], p
     assert p.flush(10) == 0
 
 
-def ends(b: OffsetBook, topic: str) -> dict[str, int]:
-    return {str(p): b.bounds(topic, p)[1] for p in b.partitions(topic)}
-
-
-@pytest.fixture
-def own_broker():
-    """A broker of the test's own, for tests that stop it."""
-    broker = LocalKafka()
-    broker.start()
-    yield broker
-    broker.remove()
-
-
 # ------------------------------------------------------------------ starting positions
 
 
@@ -62,8 +56,7 @@ def test_a_new_checkpoint_starts_earliest_latest_at_a_time_or_at_given_offsets(k
     now = int(time.time() * 1000)
     produce_at(kafka_broker, topic, [(now - 30_000 + 1000 * i, f"a{i}") for i in range(5)], partition=0)
     produce_at(kafka_broker, topic, [(now - 20_000 + 1000 * i, f"b{i}") for i in range(3)], partition=1)
-    b = book(kafka_broker, topic)
-    try:
+    with book(kafka_broker, topic) as b:
         assert b.initial("earliest") == {topic: {"0": 0, "1": 0}}
         assert b.initial("latest") == {topic: {"0": 5, "1": 3}}
         # the first record at or after the time (offsets_for_times); none: the partition's end
@@ -79,8 +72,6 @@ def test_a_new_checkpoint_starts_earliest_latest_at_a_time_or_at_given_offsets(k
         assert iso.starting == "timestamp:1767323045000"
         assert KafkaSource("h:1", topic, "v string", starting={topic: {0: 4}}).starting == (
             "offsets:" + json.dumps({topic: {"0": 4}}))
-    finally:
-        b.close()
 
 
 # ------------------------------------------------------------------ where a batch ends
@@ -90,8 +81,7 @@ def test_a_batch_is_bounded_by_max_records_spread_by_lag(kafka_broker):
     topic = kafka_broker.new_topic("bound", 3)
     for part, n in enumerate([60, 30, 10]):
         kafka_broker.produce(topic, [f"v{i}" for i in range(n)], partition=part)
-    b = book(kafka_broker, topic)
-    try:
+    with book(kafka_broker, topic) as b:
         start = b.initial("earliest")
         assert b.latest(start, None) == {topic: {"0": 60, "1": 30, "2": 10}}
         end = b.latest(start, 10)
@@ -109,8 +99,6 @@ def test_a_batch_is_bounded_by_max_records_spread_by_lag(kafka_broker):
         assert seen == 100 and at == {topic: {"0": 60, "1": 30, "2": 10}}
         # a bound smaller than the partitions behind still moves each by at most its share
         assert sum(b.latest(start, 2)[topic].values()) == 2
-    finally:
-        b.close()
 
 
 def test_a_batch_never_passes_an_open_transaction_and_aborted_records_are_not_events(kafka_broker):
@@ -123,8 +111,7 @@ def test_a_batch_never_passes_an_open_transaction_and_aborted_records_are_not_ev
         p.produce(topic, f"open{i}".encode(), partition=0)
     p.flush(10)
     kafka_broker.produce(topic, ["after-open"])  # behind the open transaction
-    b = book(kafka_broker, topic)
-    try:
+    with book(kafka_broker, topic) as b:
         start = b.initial("earliest")
         # the last stable offset holds the end at the open transaction's first record
         held = b.latest(start, None)
@@ -141,15 +128,12 @@ def test_a_batch_never_passes_an_open_transaction_and_aborted_records_are_not_ev
         # a range of markers and aborted records only ends too, reading nothing
         gone_from = end[topic]["0"] - 2  # the aborted record and its marker
         assert read_all(kafka_broker, topic, 0, gone_from, end[topic]["0"]) == []
-    finally:
-        b.close()
 
 
 def test_partitions_added_to_a_topic_are_read_from_their_first_record(kafka_broker):
     topic = kafka_broker.new_topic("grow", 1)
     kafka_broker.produce(topic, ["a", "b"], partition=0)
-    b = book(kafka_broker, topic)
-    try:
+    with book(kafka_broker, topic) as b:
         first = b.latest(b.initial("latest"), None)
         assert first == {topic: {"0": 2}}
         admin = kafka_broker.admin()
@@ -160,8 +144,6 @@ def test_partitions_added_to_a_topic_are_read_from_their_first_record(kafka_brok
         # the new partition's range starts at 0 (a replay numbers the ranges alike)
         assert ranges(first, nxt) == [(2, topic, 2, 0, 1)]
         assert [m.value() for m in read_all(kafka_broker, topic, 2, 0, 1)] == [b"x"]
-    finally:
-        b.close()
 
 
 # ------------------------------------------------------------------ errors a user meets
@@ -170,8 +152,7 @@ def test_partitions_added_to_a_topic_are_read_from_their_first_record(kafka_brok
 def test_records_deleted_by_retention_are_an_error_naming_them_and_the_options(kafka_broker):
     topic = kafka_broker.new_topic("ret", 2)
     kafka_broker.produce(topic, [f"v{i}" for i in range(10)], partition=1)
-    b = book(kafka_broker, topic)
-    try:
+    with book(kafka_broker, topic) as b:
         start = b.initial("earliest")
         assert start == {topic: {"0": 0, "1": 0}}
         admin = kafka_broker.admin()
@@ -185,15 +166,12 @@ def test_records_deleted_by_retention_are_an_error_naming_them_and_the_options(k
             assert "--fresh" in text and "retention.ms" in text
         # a checkpoint past the deleted records goes on
         assert b.latest({topic: {"0": 0, "1": 7}}, None) == {topic: {"0": 0, "1": 10}}
-    finally:
-        b.close()
 
 
 def test_offsets_past_a_partitions_end_or_of_partitions_that_do_not_exist_are_refused(kafka_broker):
     topic = kafka_broker.new_topic("past", 2)
     kafka_broker.produce(topic, ["a", "b"], partition=0)
-    b = book(kafka_broker, topic)
-    try:
+    with book(kafka_broker, topic) as b:
         # the topic deleted and created again under a running job, or offsets given past the end:
         # reading on would skip the records below that offset without a word
         start = b.initial("offsets:" + json.dumps({topic: {"0": 50}}))
@@ -201,28 +179,19 @@ def test_offsets_past_a_partitions_end_or_of_partitions_that_do_not_exist_are_re
             b.latest(start, None)
         with pytest.raises(SourceError, match=rf"partition\(s\) 7 of topic {topic!r}, which has partitions 0, 1"):
             b.initial("offsets:" + json.dumps({topic: {"7": 0}}))
-    finally:
-        b.close()
 
 
 def test_a_topic_that_does_not_exist_is_refused(kafka_broker):
-    b = book(kafka_broker, "no-such-topic-" + uuid.uuid4().hex[:6])
-    try:
+    with book(kafka_broker, "no-such-topic-" + uuid.uuid4().hex[:6]) as b:
         with pytest.raises(SourceError, match=r"topic 'no-such-topic-\w+' does not exist on Kafka at 127\.0\.0\.1:\d+"):
             b.initial("earliest")
-    finally:
-        b.close()
 
 
 def test_a_broker_that_is_down_is_named_quickly_and_quietly(capfd):
     servers = f"127.0.0.1:{closed_port()}"
     began = time.monotonic()
-    b = OffsetBook(servers, ["t"], {}, GROUP)
-    try:
-        with pytest.raises(SourceError) as err:
-            b.initial("earliest")
-    finally:
-        b.close()
+    with book(servers, "t") as b, pytest.raises(SourceError) as err:
+        b.initial("earliest")
     assert time.monotonic() - began < 8
     assert f"cannot reach Kafka at {servers}" in str(err.value) and "Is a broker running there" in str(err.value)
     began = time.monotonic()

@@ -12,9 +12,15 @@ Invariants:
   record below it belongs to a decided transaction, so a range reads the same records
   whenever it is read;
 * a start offset below the partition's earliest offset (retention deleted records the job
-  never read) is an error naming the records lost, never a silent skip;
+  never read) is an error naming the records lost, never a silent skip; so is one above the
+  partition's end (the topic was created again, or starting offsets point past it), which
+  would otherwise skip the records that arrive below it;
 * a partition that appears between two batches starts at offset 0 (its first record), in
   every batch that reads it, so replays agree.
+
+A broker that is down or lost is reported within seconds (:data:`DOWN_GRACE_S` after
+librdkafka finds every broker unreachable), on the driver and in a reading task alike, as a
+:class:`SourceError` naming the servers; the batch it stops commits nothing.
 
 No pyspark here: the unit tests run it against the broker without Spark.
 """
