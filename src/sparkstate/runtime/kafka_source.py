@@ -180,17 +180,20 @@ class RecordDecoder:
             events = pa.RecordBatch.from_arrays([pa.array(values, self.schema.field("value").type)], names=["value"])
             return self.meta.add(events, msgs, self.schema), [], None
         lines: list[str | None] = []
-        dead: list[dict[str, str]] = []
-        for m in msgs:
+        placed: list[tuple[int, dict[str, str]]] = []  # (index in msgs, dead letter)
+        for i, m in enumerate(msgs):
             v = m.value()
-            if v is None:
-                dead.append({"raw": "", "reason": f"record at offset {m.offset()} of {m.topic()!r} partition "
-                             f"{m.partition()} has no value (a tombstone)"})
-                lines.append(None)
-            else:
-                lines.append(v.decode("utf-8", errors="replace"))
+            text = None if v is None else v.decode("utf-8", errors="replace")
+            if text is None or not text.strip():  # the parser would skip a blank value without a word
+                placed.append((i, {"raw": text or "", "reason": "no value (a tombstone)" if text is None else "an empty value"}))
+            lines.append(text if text and text.strip() else None)
         events, refused, raws, kept = self.parser.parse_indexed(lines)
-        dead.extend(refused)
+        if refused:  # every line the parser saw is kept or refused, in order
+            taken = set(kept)
+            placed += zip([i for i, line in enumerate(lines) if line is not None and i not in taken], refused)
+        # each dead letter says which record it is, in the order of the records
+        dead = [{"raw": d["raw"], "reason": f"record at offset {msgs[i].offset()} of {msgs[i].topic()!r} partition "
+                 f"{msgs[i].partition()}: {d['reason']}"} for i, d in sorted(placed, key=lambda p: p[0])]
         if len(kept) != len(msgs):
             msgs = [msgs[i] for i in kept]
         return self.meta.add(events, msgs, self.schema), dead, raws

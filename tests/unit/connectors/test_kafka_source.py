@@ -234,8 +234,9 @@ def test_records_decode_into_events_with_their_kafka_columns_and_dead_letters(ka
     p.produce(topic, b"not json", key=b"kc", timestamp=now + 2)
     p.produce(topic, b'{"k": "d", "v": "x"}', timestamp=now + 3)
     p.produce(topic, b"e,2", key=b"ke", timestamp=now + 4)
+    p.produce(topic, b" \r\n", timestamp=now + 5)  # blank: no event, yet not dropped without a word
     assert p.flush(10) == 0
-    msgs = read_all(kafka_broker, topic, 0, 0, 5)
+    msgs = read_all(kafka_broker, topic, 0, 0, 6)
     schema = ("k string, v double, kafka_key string, kafka_topic string, kafka_partition int, kafka_offset bigint, "
               "kafka_timestamp timestamp, kafka_headers map<string,string>")
     events, dead, raws = decoder(schema)(msgs)
@@ -247,20 +248,24 @@ def test_records_decode_into_events_with_their_kafka_columns_and_dead_letters(ka
     assert int(row["kafka_timestamp"].timestamp() * 1000) == now
     assert dict(row["kafka_headers"]) == {"h": "2", "x": "y"}  # the last of a repeated name
     assert events.schema.names == [c.split()[0] for c in schema.split(", ")]
+    # dead letters in the records' order, each naming its record
     reasons = [d["reason"] for d in dead]
-    assert "offset 1" in reasons[0] and "tombstone" in reasons[0] and topic in reasons[0]
-    assert [d["raw"] for d in dead] == ["", "not json", '{"k": "d", "v": "x"}', "e,2"]
-    assert "column 'v' (double): expected a number" in reasons[2]
+    assert [d["raw"] for d in dead] == ["", "not json", '{"k": "d", "v": "x"}', "e,2", " \r\n"]
+    assert reasons[0] == f"record at offset 1 of {topic!r} partition 0: no value (a tombstone)"
+    assert reasons[1].startswith(f"record at offset 2 of {topic!r} partition 0: not valid JSON")
+    assert reasons[2] == f"record at offset 3 of {topic!r} partition 0: column 'v' (double): expected a number, got string \"x\""
+    assert reasons[4] == f"record at offset 5 of {topic!r} partition 0: an empty value"
 
     # csv: the value's columns in order; binary keys and epoch-ms timestamps as the schema asks
     events, dead, _ = decoder("k string, v double, kafka_key binary, kafka_timestamp bigint", "csv")(msgs)
     assert events.to_pylist() == [{"k": "e", "v": 2.0, "kafka_key": b"ke", "kafka_timestamp": now + 4}]
-    assert len(dead) == 4
+    assert len(dead) == 5
 
     # raw: the value as it is (a tombstone is a null value, not a dead letter)
     events, dead, raws = decoder("value string, kafka_offset bigint", "raw")(msgs)
-    assert [r["value"] for r in events.to_pylist()] == ['{"k": "a", "v": 1.5}', None, "not json", '{"k": "d", "v": "x"}', "e,2"]
-    assert [r["kafka_offset"] for r in events.to_pylist()] == [0, 1, 2, 3, 4] and dead == [] and raws is None
+    assert [r["value"] for r in events.to_pylist()] == [
+        '{"k": "a", "v": 1.5}', None, "not json", '{"k": "d", "v": "x"}', "e,2", " \r\n"]
+    assert [r["kafka_offset"] for r in events.to_pylist()] == [0, 1, 2, 3, 4, 5] and dead == [] and raws is None
     events, _, _ = decoder("value binary", "raw")(msgs[:1])
     assert events.to_pylist() == [{"value": b'{"k": "a", "v": 1.5}'}]
 
