@@ -192,7 +192,7 @@ def test_a_restart_a_replayed_latest_first_batch_and_a_lost_broker_read_every_re
 
     job, first, _ = tally_job(source)
     assert job.run(checkpoint_dir=ck, spark=spark, timeout=120, until=first_batch).completed
-    assert produced and sorted(first.batches) == [0]
+    assert produced and 0 in first.batches
     logged = (ck / "offsets" / "0").read_text()
 
     # a crash between batch 0's offsets and its commit, the start file lost too (a checkpoint that
@@ -205,7 +205,7 @@ def test_a_restart_a_replayed_latest_first_batch_and_a_lost_broker_read_every_re
     began = time.monotonic()
     with pytest.raises(JobFailedError, match=rf"SourceError: (cannot reach )?Kafka at {own_broker.servers}"):
         job.run(checkpoint_dir=ck, spark=spark, timeout=120, until=lambda r: r.batches >= 1)
-    assert time.monotonic() - began < 30
+    assert time.monotonic() - began < 25  # not librdkafka's 15 s metadata or the 30 s read timeout, and Spark's start
     assert lost.rows() == [] and not (ck / "commits" / "0").exists()
 
     own_broker.start()
