@@ -57,15 +57,12 @@ class _Down:
 
     def __init__(self) -> None:
         self.since: float | None = None
-        self.last = ""
 
     def __call__(self, err: Any) -> None:
         from confluent_kafka import KafkaError
 
-        if err.code() == KafkaError._ALL_BROKERS_DOWN:
-            self.since = time.monotonic() if self.since is None else self.since
-        elif err.code() == KafkaError._TRANSPORT:
-            self.last = err.str()
+        if err.code() == KafkaError._ALL_BROKERS_DOWN and self.since is None:
+            self.since = time.monotonic()
 
     def reset(self) -> None:
         self.since = None
