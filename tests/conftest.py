@@ -73,6 +73,17 @@ def kafka_broker():
     yield from _started(LocalKafka(), "Kafka broker")
 
 
+@pytest.fixture
+def own_broker():
+    """A broker of the test's own, for tests that stop and start it (the session's goes on)."""
+    from kafka_server import LocalKafka
+
+    broker = LocalKafka()
+    broker.start()
+    yield broker
+    broker.remove()
+
+
 def pytest_collection_finish(session):
     for module in {item.module for item in session.items if getattr(item, "module", None)}:
         cloudpickle.register_pickle_by_value(module)

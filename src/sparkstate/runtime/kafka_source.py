@@ -5,8 +5,10 @@ end), registered for :class:`~sparkstate.connectors.kafka.KafkaSource` specs.
 Spark writes a batch's end offsets to the checkpoint's offset log before running it, and a
 restarted query replays a batch that did not commit from the same offsets: the records are
 the same, so the batch's effect is the same (exactly-once). Where a *new* checkpoint starts
-(``starting="latest"`` or a time) is resolved once and kept beside the checkpoint, so a first
-batch replayed after a crash starts where its first attempt started.
+(``starting="latest"`` or a time) is resolved once: the first batch's end offset carries it
+(``initial``), so a first batch replayed after a crash starts where its first attempt started
+even when ``initialOffset()`` would now resolve elsewhere; a local checkpoint also keeps it
+beside itself (``kafka-start.json``), which ``initialOffset()`` returns again.
 
 The reader parses and packs records in the task that reads them (one Python pass, as the
 generator does); unpacked, it gives the events themselves (the columns of the spec's schema).
@@ -116,9 +118,13 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         now = end.get("now")
+        # a checkpoint's first batch logged where it starts: a replay of it starts there too,
+        # whatever initialOffset() says now (``starting="latest"`` or a time, resolved again)
+        initial = end.get("initial")
+        begin = initial if isinstance(initial, dict) else start["topics"]
         return [
             KafkaRange(i, topic, part, s, e, int(now) if now is not None else None)
-            for i, topic, part, s, e in ranges(start["topics"], end["topics"])
+            for i, topic, part, s, e in ranges(begin, end["topics"])
         ]
 
     # Spark passes back what partitions() returned; pyspark types it as the base class
@@ -174,17 +180,20 @@ class RecordDecoder:
             events = pa.RecordBatch.from_arrays([pa.array(values, self.schema.field("value").type)], names=["value"])
             return self.meta.add(events, msgs, self.schema), [], None
         lines: list[str | None] = []
-        dead: list[dict[str, str]] = []
-        for m in msgs:
+        placed: list[tuple[int, dict[str, str]]] = []  # (index in msgs, dead letter)
+        for i, m in enumerate(msgs):
             v = m.value()
-            if v is None:
-                dead.append({"raw": "", "reason": f"record at offset {m.offset()} of {m.topic()!r} partition "
-                             f"{m.partition()} has no value (a tombstone)"})
-                lines.append(None)
-            else:
-                lines.append(v.decode("utf-8", errors="replace"))
+            text = None if v is None else v.decode("utf-8", errors="replace")
+            if text is None or not text.strip():  # the parser would skip a blank value without a word
+                placed.append((i, {"raw": text or "", "reason": "no value (a tombstone)" if text is None else "an empty value"}))
+            lines.append(text if text and text.strip() else None)
         events, refused, raws, kept = self.parser.parse_indexed(lines)
-        dead.extend(refused)
+        if refused:  # every line the parser saw is kept or refused, in order
+            taken = set(kept)
+            placed += zip([i for i, line in enumerate(lines) if line is not None and i not in taken], refused)
+        # each dead letter says which record it is, in the order of the records
+        dead = [{"raw": d["raw"], "reason": f"record at offset {msgs[i].offset()} of {msgs[i].topic()!r} partition "
+                 f"{msgs[i].partition()}: {d['reason']}"} for i, d in sorted(placed, key=lambda p: p[0])]
         if len(kept) != len(msgs):
             msgs = [msgs[i] for i in kept]
         return self.meta.add(events, msgs, self.schema), dead, raws

@@ -12,9 +12,15 @@ Invariants:
   record below it belongs to a decided transaction, so a range reads the same records
   whenever it is read;
 * a start offset below the partition's earliest offset (retention deleted records the job
-  never read) is an error naming the records lost, never a silent skip;
+  never read) is an error naming the records lost, never a silent skip; so is one above the
+  partition's end (the topic was created again, or starting offsets point past it), which
+  would otherwise skip the records that arrive below it;
 * a partition that appears between two batches starts at offset 0 (its first record), in
   every batch that reads it, so replays agree.
+
+A broker that is down or lost is reported within seconds (:data:`DOWN_GRACE_S` after
+librdkafka finds every broker unreachable), on the driver and in a reading task alike, as a
+:class:`SourceError` naming the servers; the batch it stops commits nothing.
 
 No pyspark here: the unit tests run it against the broker without Spark.
 """
@@ -35,17 +41,45 @@ Offsets = dict[str, dict[str, int]]
 
 #: seconds a partition's range may make no progress before its read fails (a lost broker)
 READ_TIMEOUT_S = 30.0
+#: seconds every broker may stay unreachable (librdkafka says "all brokers down": connections
+#: refused or lost) before a metadata request or a read gives up, rather than waiting for
+#: :data:`METADATA_TIMEOUT_S` or ``READ_TIMEOUT_S``: a broker that is down is reported in seconds
+DOWN_GRACE_S = 2.0
+#: seconds one metadata request waits while the broker is probed
+PROBE_S = 0.5
 #: records handed on per Arrow batch while a range is read
 CHUNK = 100_000
 
 
-def consumer_config(servers: str, options: Mapping[str, Any], group: str) -> dict[str, Any]:
+class _Down:
+    """librdkafka's error callback: remembers when it last said that no broker is reachable
+    (its other errors are retried by the client and reach the caller as a failed request)."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+
+    def __call__(self, err: Any) -> None:
+        from confluent_kafka import KafkaError
+
+        if err.code() == KafkaError._ALL_BROKERS_DOWN and self.since is None:
+            self.since = time.monotonic()
+
+    def reset(self) -> None:
+        self.since = None
+
+    def for_over(self, seconds: float) -> bool:
+        return self.since is not None and time.monotonic() - self.since >= seconds
+
+
+def consumer_config(servers: str, options: Mapping[str, Any], group: str, down: _Down | None = None) -> dict[str, Any]:
     """A consumer that reads only what it is told (offsets live in the checkpoint, not the group)."""
+    extra: dict[str, Any] = {} if down is None else {"error_cb": down}
     return client_config(
         servers, options,
         **{"group.id": group, "enable.auto.commit": False, "enable.auto.offset.store": False,
            "isolation.level": "read_committed", "auto.offset.reset": "error",
            "allow.auto.create.topics": False, "enable.partition.eof": False},
+        **extra,
     )
 
 
@@ -59,6 +93,15 @@ def _retention_error(servers: str, topic: str, part: int | str, start: int, low:
     )
 
 
+def _behind_error(servers: str, topic: str, part: int | str, start: int, high: int) -> SourceError:
+    return SourceError(
+        f"topic {topic!r} partition {part} on Kafka at {mask(servers)} ends at offset {high}, before offset {start} "
+        "where this job is to read on: the topic was deleted and created again, or the starting offsets point past "
+        "its end. Reading on would skip the records up to it silently. Start a new checkpoint (`sparkstate run "
+        "--fresh`, or another checkpoint directory), with starting offsets within the partition's records"
+    )
+
+
 class OffsetBook:
     """The driver's view of a source's topics: partitions, their readable ends and earliest
     offsets (one consumer, never assigned: it only asks the broker)."""
@@ -67,10 +110,30 @@ class OffsetBook:
         from confluent_kafka import Consumer
 
         self.servers, self.topics = servers, list(topics)
-        self._consumer = Consumer(consumer_config(servers, options, group))
+        self._down = _Down()
+        self._consumer = Consumer(consumer_config(servers, options, group, self._down))
 
     def close(self) -> None:
         self._consumer.close()
+
+    def reach(self, doing: str) -> None:
+        """Returns once a broker answers a metadata request; raises :class:`SourceError`
+        naming the servers when none does: within :data:`DOWN_GRACE_S` seconds when the client
+        finds every broker down (a refused or lost connection), else after
+        :data:`METADATA_TIMEOUT_S` (an address that does not answer at all)."""
+        from confluent_kafka import KafkaException
+
+        began = time.monotonic()
+        self._down.reset()
+        while True:
+            try:
+                self._consumer.list_topics(self.topics[0], timeout=PROBE_S)
+                return
+            except KafkaException as exc:
+                failure: BaseException = exc
+            self._consumer.poll(0)  # serves the error callback
+            if self._down.for_over(DOWN_GRACE_S) or time.monotonic() - began >= METADATA_TIMEOUT_S:
+                raise SourceError(unreachable(self.servers, doing, failure)) from None
 
     def partitions(self, topic: str) -> list[int]:
         parts = topic_partitions(self._consumer, topic, self.servers, f"looking up topic {topic!r}", SourceError)
@@ -104,6 +167,7 @@ class OffsetBook:
     def initial(self, starting: str) -> Offsets:
         """Where a new checkpoint starts, resolved now (the reader keeps it, see the runtime)."""
         explicit: Offsets = json.loads(starting.partition(":")[2]) if starting.startswith("offsets:") else {}
+        self.reach(f"finding where {', '.join(map(repr, self.topics))} start")
         out: Offsets = {}
         for topic in self.topics:
             parts = self.partitions(topic)
@@ -113,12 +177,19 @@ class OffsetBook:
                 out[topic] = {str(p): o for p, o in self._times(topic, parts, int(starting.partition(":")[2])).items()}
             else:
                 given = explicit.get(topic, {})
+                missing = sorted(set(given) - {str(p) for p in parts}, key=int)
+                if missing:
+                    raise SourceError(
+                        f"the starting offsets name partition(s) {', '.join(missing)} of topic {topic!r}, which has "
+                        f"partitions {', '.join(map(str, parts))} on Kafka at {mask(self.servers)}: fix the offsets"
+                    )
                 out[topic] = {str(p): int(given[str(p)]) if str(p) in given else self.bounds(topic, p)[0] for p in parts}
         return out
 
     def latest(self, start: Offsets, max_records: int | None) -> Offsets:
         """The end of the next micro-batch from ``start``: each partition's last stable offset,
         scaled down to ``max_records`` in all (in proportion to each partition's lag)."""
+        self.reach(f"finding the end of the next micro-batch of {', '.join(map(repr, self.topics))}")
         ends: Offsets = {}
         lags: list[tuple[str, str, int, int]] = []
         for topic in self.topics:
@@ -129,6 +200,8 @@ class OffsetBook:
                 low, high = self.bounds(topic, p)
                 if high > s and s < low:
                     raise _retention_error(self.servers, topic, p, s, low)
+                if s > high:
+                    raise _behind_error(self.servers, topic, p, s, high)
                 ends[topic][str(p)] = max(s, high)
                 if high > s:
                     lags.append((topic, str(p), s, high - s))
@@ -168,7 +241,8 @@ def fetch(
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     transient = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._PARTITION_EOF}
-    consumer = Consumer(consumer_config(servers, options, group))
+    down = _Down()
+    consumer = Consumer(consumer_config(servers, options, group, down))
     try:
         consumer.assign([TopicPartition(topic, part, start)])
         pos, last_progress = start, time.monotonic()
@@ -192,6 +266,7 @@ def fetch(
                 pos = offset + 1
             if chunk:
                 last_progress = time.monotonic()
+                down.reset()
                 yield chunk
                 continue
             if pos < end:
@@ -200,11 +275,16 @@ def fetch(
                     break
                 if at > pos:
                     pos, last_progress = at, time.monotonic()
-                elif time.monotonic() - last_progress > timeout_s:
+                    down.reset()
+                    continue
+                waited = time.monotonic() - last_progress
+                lost = down.for_over(min(DOWN_GRACE_S, timeout_s))
+                if waited > timeout_s or lost:
+                    why = "no broker is reachable" if lost else "is the broker down?"
                     raise SourceError(
                         f"Kafka at {mask(servers)} delivered nothing of offsets {pos} to {end - 1} of topic {topic!r} "
-                        f"partition {part} for {timeout_s:.0f} s (is the broker down?). The micro-batch fails and "
-                        "nothing of it is committed; the next run reads it again"
+                        f"partition {part} for {waited:.0f} s ({why}). The micro-batch fails and nothing of it is "
+                        "committed; the next run reads it again once the broker is back"
                     )
     finally:
         consumer.close()

@@ -83,8 +83,24 @@ def starting_position(value: Any) -> str:
         low = value.strip().lower()
         if low in STARTING_WORDS:
             return low
-        if low.startswith(("timestamp:", "offsets:")):
-            return value.strip()
+        if low.startswith("timestamp:"):
+            ms = value.strip().partition(":")[2].strip()
+            if not ms.lstrip("-").isdigit():
+                raise JobDefinitionError(
+                    f"KafkaSource: starting={value!r}: a timestamp is epoch milliseconds, e.g. 'timestamp:1735689600000'"
+                )
+            return f"timestamp:{int(ms)}"
+        if low.startswith("offsets:"):
+            try:
+                given = json.loads(value.strip().partition(":")[2])
+            except ValueError:
+                given = None
+            if not isinstance(given, Mapping):
+                raise JobDefinitionError(
+                    f"KafkaSource: starting={value!r}: offsets are JSON {{topic: {{partition: offset}}}}, e.g. "
+                    "'offsets:{\"payments\": {\"0\": 42}}'"
+                )
+            return starting_position(given)
         if low.lstrip("-").isdigit():
             return f"timestamp:{int(low)}"
         try:
@@ -100,8 +116,21 @@ def starting_position(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return f"timestamp:{value}"
     if isinstance(value, Mapping):
-        return "offsets:" + json.dumps({str(t): {str(p): int(o) for p, o in parts.items()} for t, parts in value.items()})
+        try:
+            offsets = {str(t): {str(int(p)): _offset(o) for p, o in parts.items()} for t, parts in value.items()}
+        except (AttributeError, TypeError, ValueError):
+            raise JobDefinitionError(
+                f"KafkaSource: starting={value!r}: offsets are {{topic: {{partition: offset}}}} with whole numbers "
+                "from 0, e.g. {'payments': {0: 42, 1: 40}}"
+            ) from None
+        return "offsets:" + json.dumps(offsets)
     raise JobDefinitionError(f"KafkaSource: starting={value!r} is not a position (earliest, latest, a timestamp or offsets)")
+
+
+def _offset(value: Any) -> int:
+    if isinstance(value, bool) or int(value) != value or int(value) < 0:
+        raise ValueError(value)
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -150,12 +179,20 @@ class KafkaSource(TextLines):
         if self.format not in KAFKA_FORMATS:
             raise JobDefinitionError(f"KafkaSource: format must be one of {', '.join(KAFKA_FORMATS)}, got {self.format!r}")
         if self.max_records_per_batch is not None and (
-            not isinstance(self.max_records_per_batch, int) or self.max_records_per_batch < 1
+            not isinstance(self.max_records_per_batch, int) or isinstance(self.max_records_per_batch, bool)
+            or self.max_records_per_batch < 1
         ):
             raise JobDefinitionError(
                 f"KafkaSource: max_records_per_batch must be a positive int or None, got {self.max_records_per_batch!r}"
             )
         object.__setattr__(self, "starting", starting_position(self.starting))
+        if self.starting.startswith("offsets:"):
+            unknown = sorted(set(json.loads(self.starting.partition(":")[2])) - set(topics))
+            if unknown:
+                raise JobDefinitionError(
+                    f"KafkaSource: starting offsets name topic(s) {', '.join(map(repr, unknown))}, which the source does "
+                    f"not read (it reads {', '.join(map(repr, topics))})"
+                )
         object.__setattr__(self, "options", dict(self.options or {}))
         value, meta = split_columns(self.schema)
         for name, ddl in meta:
