@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from bench_common import measure, run_child
+from keyed_state import _figures  # what a throughput row shows, as in the keyed-state benchmark
 
 HERE = Path(__file__).resolve()
 ROOT = HERE.parents[1]
@@ -54,16 +55,6 @@ def _generator(events: int, keys: int, max_batch: int, start_ms: int):
     from sparkstate import UpiPayments
 
     return UpiPayments(events=events, merchants=keys, max_batch=max_batch, seed=11, start_ms=start_ms)
-
-
-def _figures(result) -> dict:
-    return {
-        "events": result.events,
-        "seconds": result.seconds,
-        "batches": result.batches,
-        "steady": result.steady_events_per_second,
-        "first_batch": result.first_batch_seconds,
-    }
 
 
 def _job(args: argparse.Namespace, events: int, ckpt: Path):
