@@ -16,7 +16,8 @@ RocksDB) runs, each row in its own process after an unmeasured warm-up run:
 * ``files -> noop``: the JSON files through ``FileSource``;
 * ``kafka -> noop``: the topic through ``KafkaSource`` (the source's cost alone);
 * ``kafka -> kafka``: the topic through ``KafkaSource`` into a ``KafkaSink`` exactly-once (each
-  micro-batch's records and marker in one Kafka transaction) on a new topic of 4 partitions.
+  micro-batch's records and marker in one Kafka transaction) on a new topic of 4 partitions;
+* ``generator -> kafka``: the generator into that sink (the sink's cost alone).
 
 Every row reads about ``--max-batch`` events per micro-batch. Peak memory is the resident
 memory of the measured process with its JVM and Python workers (the broker not counted).
@@ -63,7 +64,7 @@ def _job(args: argparse.Namespace, events: int, ckpt: Path):
     from sparkstate.jobs.running_sum import OUTPUT, RunningSum
 
     per_batch = min(args.max_batch, events)  # a warm-up run reads no more than its events
-    if args.engine == "generator":
+    if args.engine.startswith("generator"):
         source = _generator(events, args.keys, args.max_batch, args.start_ms)
     elif args.engine == "files":
         source = FileSource(args.files, SCHEMA, time_column="event_time",
@@ -71,7 +72,7 @@ def _job(args: argparse.Namespace, events: int, ckpt: Path):
     else:
         source = KafkaSource(args.servers, args.topic, SCHEMA, time_column="event_time",
                              max_records_per_batch=per_batch)
-    if args.engine == "kafka-kafka":
+    if args.engine.endswith("-kafka"):
         out = f"w1-out-{ckpt.parent.name}-{ckpt.name}"
         sink = KafkaSink(args.servers, out, key="merchant_id", create_topics=True, partitions=PARTITIONS)
     else:
@@ -87,7 +88,7 @@ def child_throughput(args: argparse.Namespace) -> dict:
 
     def once(events: int, ckpt: Path) -> dict:
         job = _job(args, events, ckpt)
-        if args.engine == "generator":
+        if args.engine.startswith("generator"):
             return _figures(job.run(checkpoint_dir=ckpt, spark=spark))
         # files and topics are unbounded sources: run until the events are read
         result = job.run(checkpoint_dir=ckpt, spark=spark, until=lambda r: r.events >= events, timeout=3600)
@@ -150,7 +151,8 @@ def main() -> None:
     parser.add_argument("--max-batch", type=int, default=1_000_000, help="events per micro-batch, every row")
     parser.add_argument("--key-groups", type=int, default=128)
     parser.add_argument("--warmup", type=int, default=100_000, help="events of the unmeasured warm-up run")
-    parser.add_argument("--only", default="", help="comma-separated rows to run (generator,files,kafka,kafka-kafka)")
+    parser.add_argument("--only", default="",
+                        help="comma-separated rows to run (generator,files,kafka,kafka-kafka,generator-kafka)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--engine", default="generator", help=argparse.SUPPRESS)
     parser.add_argument("--servers", default="", help=argparse.SUPPRESS)
@@ -190,6 +192,7 @@ def main() -> None:
             ("files (JSON) -> noop", "files"),
             ("kafka (JSON) -> noop", "kafka"),
             ("kafka (JSON) -> kafka exactly-once", "kafka-kafka"),
+            ("generator -> kafka exactly-once", "generator-kafka"),
         ]
         only = {s.strip() for s in args.only.split(",") if s.strip()}
         rows = [r for r in rows if not only or r[1] in only]
@@ -215,7 +218,7 @@ def main() -> None:
         if base:
             rate = base["events"] / base["seconds"]
             for engine, what in (("kafka", "Kafka source"), ("kafka-kafka", "Kafka source and sink"),
-                                 ("files", "file source")):
+                                 ("generator-kafka", "Kafka sink"), ("files", "file source")):
                 r = results.get(engine)
                 if r:
                     ratio = r["events"] / r["seconds"] / rate

@@ -98,6 +98,16 @@ def _json_depth(line: str) -> int:
     return top
 
 
+def _negative_zero(col: pa.Array) -> bool:
+    """Whether a float column holds a -0.0."""
+    zeros = pc.equal(col, 0.0)
+    if not pc.any(zeros).as_py():
+        return False
+    import numpy as np
+
+    return bool(np.signbit(col.filter(zeros).to_numpy(zero_copy_only=False)).any())
+
+
 class Rejected(Exception):
     """A value or line that is not what the schema asks for; the message is the reason."""
 
@@ -415,8 +425,10 @@ class LineParser:
                 col = self._block_times(col, own)
                 if col is None:
                     return None
-            elif pa.types.is_floating(own) and pc.any(pc.invert(pc.is_finite(col))).as_py():
-                return None  # Arrow reads a number too large for a double as infinity; Python refuses it
+            elif pa.types.is_floating(own) and (pc.any(pc.invert(pc.is_finite(col))).as_py() or _negative_zero(col)):
+                # Arrow reads a number too large for a double as infinity (Python refuses it),
+                # and the integer -0 as -0.0 (Python: 0, so 0.0)
+                return None
             elif pa.types.is_integer(own) and own != read:
                 bounds = pc.min_max(col)
                 top = 1 << (own.bit_width - 1)
