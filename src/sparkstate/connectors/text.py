@@ -21,6 +21,13 @@ The rules, the same for every text source:
   deeply, a number of thousands of digits even in an ignored field, a lone surrogate such as
   ``"\\ud800"``, a timestamp out of range, any other error) makes that line a dead letter.
 
+JSON lines are read a block at a time by Arrow's JSON reader when the schema's columns are
+all strings, integers, doubles, booleans or timestamps (:meth:`LineParser.parse_indexed`): a
+block Arrow reads without complaint, with a value in every key and event-time column and
+nothing the line-by-line rules treat differently, gives exactly the events the line-by-line
+reading gives; any other block is read line by line. The fast path is an optimisation only:
+its result (events, dead letters, raw lines) is always identical to the line-by-line one.
+
 This module does not import pyspark: the packing step runs it in Spark's Python workers, and
 the unit tests run it without Spark.
 """
@@ -29,6 +36,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import io
 import json
 import re
 import reprlib
@@ -36,6 +44,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, overload
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
 
 from sparkstate.api.schema import Schema
 from sparkstate.api.time import epoch_micros
@@ -59,6 +69,11 @@ _KEPT_OF_LONG_LINE = 1000
 #: JSON text nested deeper than this is refused before decoding (Python's decoder would
 #: hit its recursion limit, and the depth is of no use to any schema)
 MAX_JSON_DEPTH = 200
+#: blocks of fewer lines are read line by line (Arrow's reader costs more to set up)
+FAST_MIN_LINES = 32
+#: a block with a longer line is read line by line (Python refuses integers of more than
+#: 4300 digits even in ignored fields; Arrow reads them)
+_FAST_MAX_LINE = 4000
 
 
 def _json_depth(line: str) -> int:
@@ -81,6 +96,16 @@ def _json_depth(line: str) -> int:
         elif ch in "]}":
             depth -= 1
     return top
+
+
+def _negative_zero(col: pa.Array) -> bool:
+    """Whether a float column holds a -0.0."""
+    zeros = pc.equal(col, 0.0)
+    if not pc.any(zeros).as_py():
+        return False
+    import numpy as np
+
+    return bool(np.signbit(col.filter(zeros).to_numpy(zero_copy_only=False)).any())
 
 
 class Rejected(Exception):
@@ -251,6 +276,11 @@ class LineParser:
         self._required = {c: "key column" for c in key_columns}
         if time_column:
             self._required.setdefault(time_column, "event-time column")
+        #: how a block of JSON lines can be read at once (None: only line by line)
+        self._fast = self._fast_plan()
+        self._has_time = any(pa.types.is_timestamp(f.type) for f in self.schema)
+        #: whether the last block read at once had its timestamps as ISO text
+        self._times_as_text = False
 
     @overload
     def parse(self, lines: Iterable[str | None]) -> tuple[pa.RecordBatch, list[dict[str, str]]]: ...
@@ -270,6 +300,15 @@ class LineParser:
         """As :meth:`parse` with ``with_raw``, and each event's index among ``lines`` (a
         source that adds columns of its own to an event, such as a Kafka record's offset,
         finds its record by it)."""
+        lines = lines if isinstance(lines, list) else list(lines)
+        if self._fast is not None and len(lines) >= FAST_MIN_LINES:
+            done = self._parse_block(lines)
+            if done is not None:
+                return done
+        return self._parse_each(lines)
+
+    def _parse_each(self, lines: list[str | None]) -> tuple[pa.RecordBatch, list[dict[str, str]], list[str], list[int]]:
+        """Line by line: the rules themselves (module docs)."""
         rows: list[list] = []
         raws: list[str] = []
         kept_at: list[int] = []
@@ -311,6 +350,107 @@ class LineParser:
             rows, raws, kept_at = [v for v, _, _ in kept], [line for _, line, _ in kept], [i for _, _, i in kept]
             batch = self._batch(rows)
         return batch, dead, raws, kept_at
+
+    def _fast_plan(self) -> list[tuple[str, pa.DataType, pa.DataType]] | None:
+        """Per column: its name, the type Arrow's JSON reader reads it as, and its own type;
+        None when some column is of a type only the line-by-line reading handles exactly."""
+        if self.format != "json" or self.max_line_length is not None:
+            return None
+        plan = []
+        for f in self.schema:
+            t = f.type
+            if pa.types.is_string(t) or pa.types.is_boolean(t) or pa.types.is_float64(t):
+                plan.append((f.name, t, t))
+            elif pa.types.is_integer(t) and pa.types.is_signed_integer(t):
+                plan.append((f.name, pa.int64(), t))  # range-checked here: Arrow would say less
+            elif pa.types.is_timestamp(t) and t.unit == "us":
+                plan.append((f.name, pa.int64(), t))  # epoch ms; ISO text on a second attempt
+            else:
+                return None
+        return plan
+
+    def _parse_block(self, lines: list[str | None]) -> tuple[pa.RecordBatch, list[dict[str, str]], list[str], list[int]] | None:
+        """Every line at once with Arrow's JSON reader, or None when the block must be read
+        line by line: something Arrow refuses or reads otherwise than :meth:`parse_line`, a
+        null key or event time, a value out of range."""
+        kept = [i for i, line in enumerate(lines) if line is not None and line.strip()]
+        chosen = [lines[i] for i in kept]
+        if not chosen:
+            return None
+        if max(map(len, chosen)) > _FAST_MAX_LINE:  # type: ignore[arg-type]
+            return None
+        text = "\n".join(chosen)  # type: ignore[arg-type]
+        # a line break inside a value, a byte-order mark: read otherwise line by line
+        if text.count("\n") != len(chosen) - 1 or "\r" in text or "\ufeff" in text:
+            return None
+        if text.count("[") + text.count("{") > len(chosen) and any(
+            line.count("[") + line.count("{") > MAX_JSON_DEPTH for line in chosen  # type: ignore[union-attr]
+        ):
+            return None
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate
+            return None
+        for times_as_text in ((self._times_as_text, not self._times_as_text) if self._has_time else (False,)):
+            columns = self._read_block(data, len(chosen), times_as_text)
+            if columns is not None:
+                self._times_as_text = times_as_text
+                batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
+                return batch, [], chosen, kept  # type: ignore[return-value]
+        return None
+
+    def _read_block(self, data: bytes, rows: int, times_as_text: bool) -> list[pa.Array] | None:
+        assert self._fast is not None
+        fields = [
+            (name, pa.string() if times_as_text and pa.types.is_timestamp(own) else read, own)
+            for name, read, own in self._fast
+        ]
+        try:
+            table = pa_json.read_json(
+                io.BytesIO(data),
+                read_options=pa_json.ReadOptions(use_threads=False, block_size=len(data) + 1),
+                parse_options=pa_json.ParseOptions(
+                    explicit_schema=pa.schema([(n, t) for n, t, _ in fields]), unexpected_field_behavior="ignore"),
+            )
+        except (pa.ArrowException, ValueError):
+            return None
+        if table.num_rows != rows:
+            return None
+        columns = []
+        for name, read, own in fields:
+            col = table.column(name).combine_chunks()
+            if col.null_count and name in self._required:
+                return None
+            if pa.types.is_timestamp(own):
+                col = self._block_times(col, own)
+                if col is None:
+                    return None
+            elif pa.types.is_floating(own) and (pc.any(pc.invert(pc.is_finite(col))).as_py() or _negative_zero(col)):
+                # Arrow reads a number too large for a double as infinity (Python refuses it),
+                # and the integer -0 as -0.0 (Python: 0, so 0.0)
+                return None
+            elif pa.types.is_integer(own) and own != read:
+                bounds = pc.min_max(col)
+                top = 1 << (own.bit_width - 1)
+                if bounds["min"].is_valid and not (-top <= bounds["min"].as_py() and bounds["max"].as_py() < top):
+                    return None
+                col = col.cast(own)
+            columns.append(col)
+        return columns
+
+    @staticmethod
+    def _block_times(col: pa.Array, own: pa.DataType) -> pa.Array | None:
+        if pa.types.is_string(col.type):  # ISO text: each value as the line-by-line reading takes it
+            try:
+                return pa.array([None if v is None else _timestamp(v, False) for v in col.to_pylist()], own)
+            except Exception:  # noqa: BLE001 - the line-by-line reading says what is wrong
+                return None
+        bounds = pc.min_max(col)
+        if bounds["min"].is_valid and not (
+            _MIN_TIMESTAMP_MS <= bounds["min"].as_py() and bounds["max"].as_py() <= _MAX_TIMESTAMP_MS
+        ):
+            return None
+        return pc.multiply(col, 1000).cast(pa.timestamp("us")).cast(own)
 
     def _batch(self, rows: list[list]) -> pa.RecordBatch:
         columns = list(zip(*rows)) if rows else [() for _ in self.schema]
