@@ -163,7 +163,7 @@ def test_a_database_lost_mid_run_fails_the_batch_and_the_restart_loses_nothing(s
         def stop_the_server(result) -> bool:
             if result.batches >= 2 and server.url:
                 server.stop()
-                server.url = None
+                server.address = None
             return False
 
         with pytest.raises(JobFailedError) as failure:

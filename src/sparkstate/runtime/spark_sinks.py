@@ -118,17 +118,28 @@ class _EachBatch:
         # one action per batch: a second one would run the stateful operator twice
         return writer.foreachBatch(_each_batch(self.write_batch))
 
-    def write_batch(self, df: Any, batch_id: int) -> None:
+    def write_batch(self, df: Any, batch_id: int) -> Any:
+        raise NotImplementedError
+
+
+class _Collects(_EachBatch):
+    """Sinks that collect a batch on the driver: they take it as an Arrow table, so a batch
+    with side outputs is collected once and split there (:func:`attach_dispatch`)."""
+
+    def write_batch(self, df: Any, batch_id: int) -> Any:
+        return self.write_table(df.toArrow(), batch_id)
+
+    def write_table(self, table: Any, batch_id: int) -> Any:
         raise NotImplementedError
 
 
 @spark_sink.register(MemorySink)
 @dataclass(frozen=True)
-class _Memory(_EachBatch):
+class _Memory(_Collects):
     sink: MemorySink
 
-    def write_batch(self, df: Any, batch_id: int) -> None:
-        self.sink.put(batch_id, python_rows(df.toArrow()))
+    def write_table(self, table: Any, batch_id: int) -> None:
+        self.sink.put(batch_id, python_rows(table))
 
     def write_side(self, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> None:
         self.sink.put(batch_id, python_rows(_side_table(rows, schema)) if rows else [])
@@ -159,14 +170,14 @@ class _Parquet:
 
 @spark_sink.register(ConsoleSink)
 @dataclass(frozen=True)
-class _Console(_EachBatch):
+class _Console(_Collects):
     """Prints from Python: Spark's own console sink prints from the JVM, whose output goes to
     the log file."""
 
     sink: ConsoleSink
 
-    def write_batch(self, df: Any, batch_id: int) -> None:
-        _print_batch(self.sink, df.toArrow(), batch_id)
+    def write_table(self, table: Any, batch_id: int) -> None:
+        _print_batch(self.sink, table, batch_id)
 
     def write_side(self, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> None:
         _print_batch(self.sink, _side_table(rows, schema), batch_id, title=f"{name}: ")
@@ -205,13 +216,13 @@ class _ForeachBatch:
 
 @spark_sink.register(DatabaseSink)
 @dataclass(frozen=True)
-class _Database(_EachBatch):
+class _Database(_Collects):
     """Collects each batch on the driver and writes it in one transaction with its marker."""
 
     sink: DatabaseSink
 
-    def write_batch(self, df: Any, batch_id: int) -> Any:
-        return database.commit_batch(self.sink, df.toArrow(), batch_id)
+    def write_table(self, table: Any, batch_id: int) -> Any:
+        return database.commit_batch(self.sink, table, batch_id)
 
     def write_side(self, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> Any:
         if name == DEAD_LETTERS.name:
@@ -222,13 +233,13 @@ class _Database(_EachBatch):
 
 @spark_sink.register(KafkaSink)
 @dataclass(frozen=True)
-class _Kafka(_EachBatch):
+class _Kafka(_Collects):
     """Collects each batch on the driver and writes it in one Kafka transaction with its marker."""
 
     sink: KafkaSink
 
-    def write_batch(self, df: Any, batch_id: int) -> Any:
-        return kafka.commit_batch(self.sink, df.toArrow(), batch_id)
+    def write_table(self, table: Any, batch_id: int) -> Any:
+        return kafka.commit_batch(self.sink, table, batch_id)
 
     def write_side(self, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> Any:
         return kafka.commit_batch(self.sink, _side_table(rows, schema), batch_id)
@@ -395,6 +406,7 @@ def attach_dispatch(
     replayed batch that differs from its first commit) go to ``warnings``. ``split=False``:
     the batch has no side-output columns (a job without side outputs, or the native path).
     """
+    import pyarrow.compute as pc
     from pyspark.sql import functions as F
 
     from sparkstate.runtime.spark_processor import SIDE_COLUMN, SIDE_ROW_COLUMN
@@ -415,9 +427,14 @@ def attach_dispatch(
     discard = spark_sink(NoopSink())
     notes = warnings if warnings is not None else []
 
+    # a sink that collects the batch on the driver takes it whole, side rows split off in Arrow:
+    # one Spark action, nothing cached (a cached batch is written to Spark's block store first)
+    collects = isinstance(main, _Collects)
+
     def dispatch(df: Any, batch_id: int) -> None:
         # computed once: a second evaluation would run the stateful operator again
-        if split:
+        cache = split and not collects
+        if cache:
             df = df.persist()
         try:
             refused: list[dict] = []
@@ -429,9 +446,16 @@ def attach_dispatch(
                         notes.append(outcome.warning)
 
             by_name: dict[str, list] = {n: [] for n in names}
-            if split:
+            if split and collects:
+                table = df.toArrow()
+                is_side = table.column(SIDE_COLUMN).is_valid()
+                side = table.filter(is_side).select([SIDE_COLUMN, SIDE_ROW_COLUMN])
+                assert isinstance(main, _Collects)
+                took(main.write_table(table.filter(pc.invert(is_side)).drop_columns([SIDE_COLUMN, SIDE_ROW_COLUMN]), batch_id))
+            elif split:
                 side = df.where(F.col(SIDE_COLUMN).isNotNull()).select(SIDE_COLUMN, SIDE_ROW_COLUMN).toArrow()
                 took(main.write_batch(df.where(F.col(SIDE_COLUMN).isNull()).drop(SIDE_COLUMN, SIDE_ROW_COLUMN), batch_id))
+            if split:
                 for name, blob in zip(side.column(0).to_pylist(), side.column(1).to_pylist()):
                     by_name.setdefault(name, []).append(pickle.loads(blob))
             else:
@@ -447,7 +471,7 @@ def attach_dispatch(
             for folder in defaults:
                 prune_batch_folders(folder, batch_id - retained)
         finally:
-            if split:
+            if cache:
                 df.unpersist()
 
     return writer.foreachBatch(_each_batch(dispatch))
