@@ -1,4 +1,4 @@
-"""The Kafka-to-Kafka job of tests/e2e/test_kafka_crash.py, run as its own process (which the
+"""The Kafka-to-Kafka job of tests/e2e/test_crash_recovery.py, run as its own process (which the
 test kills): ``python kafka_crash_job.py SERVERS SOURCE_TOPIC OUTPUT_TOPIC CHECKPOINT EVENTS MAX_BATCH``.
 
 UPI payments from ``SOURCE_TOPIC`` (``KafkaSource``, JSON) through the seed job running-sum
@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import defaultdict
+from collections.abc import Callable
 
 from sparkstate import Job, KafkaSink, KafkaSource
 from sparkstate.jobs.running_sum import OUTPUT, RunningSum
@@ -22,6 +24,52 @@ SCHEMA = "event_time timestamp, merchant_id string, payer_id string, amount doub
 
 def sink(servers: str, topic: str) -> KafkaSink:
     return KafkaSink(servers, topic, key="merchant_id").for_job(JOB)
+
+
+#: the payments the crash test produces into the source topic
+KAFKA_EVENTS = 8_000
+
+
+def kafka_payments() -> list[dict]:
+    """The generator's payments for the crash test, stamped with current, strictly rising event
+    times (the broker keeps records 7 days by their timestamps; no two payments share an instant)."""
+    from sparkstate.connectors.generator import UpiPayments
+
+    events = UpiPayments(events=KAFKA_EVENTS, merchants=60, seed=11).events_as_dicts()
+    start = int(time.time() * 1000) - KAFKA_EVENTS
+    return [{**e, "event_time": start + i} for i, e in enumerate(events)]
+
+
+def kafka_expected(events: list[dict]) -> list[tuple[tuple[str, int], tuple[float]]]:
+    """The uninterrupted run's rows as ``((merchant, count), (total,))``."""
+    count: dict[str, int] = defaultdict(int)
+    total: dict[str, float] = defaultdict(float)
+    out = []
+    for e in events:
+        m = e["merchant_id"]
+        count[m] += 1
+        total[m] += e["amount"]
+        out.append(((m, count[m]), (total[m],)))
+    return out
+
+
+def kafka_last_batch(kafka_sink: KafkaSink) -> Callable[[], int]:
+    """The last batch the sink's writer committed (-1: none): while a batch's transaction is
+    open, the marker topic cannot be read past it, and the last batch read before stands."""
+    from sparkstate.connectors.kafka import protocol
+    from sparkstate.errors import SinkError
+
+    last = [-1]
+
+    def read_last() -> int:
+        try:
+            top = protocol.read_top_marker(kafka_sink, timeout_s=0.5)
+            last[0] = -1 if top is None else top
+        except SinkError:
+            pass
+        return last[0]
+
+    return read_last
 
 
 def read(progress: dict) -> int:

@@ -7,6 +7,9 @@ The job runs as `sparkstate run` in its own process group (driver, JVM, Python w
 written, the state store half written). The reference is the same job on the same input, run
 once without interruption on the test session's Spark. The two loops run side by side.
 
+A third loop runs Kafka to Kafka (``test_kafka_to_kafka_survives_sigkill_at_every_moment``):
+its output topic, read with ``read_committed``, must hold each row once.
+
 Each job is killed 5 times (each moment once). The long mode kills more and feeds more input:
 
     SPARKSTATE_CRASH_KILLS=20 .venv/bin/python -m pytest tests/e2e/test_crash_recovery.py -s
@@ -19,13 +22,15 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
+import sys
 from collections import Counter
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from crash import CrashLoop
+from crash import OFFSETS, RANDOM, SINK_DONE, SINK_TX, CrashLoop
+from kafka_crash_job import KAFKA_EVENTS, kafka_expected, kafka_last_batch, kafka_payments, sink
 from spark_helpers import same_rows
 
 from sparkstate import MemorySink
@@ -128,9 +133,10 @@ def sqlite_batches(db: Path, job: str) -> Callable[[], int]:
 
 
 @pytest.fixture(scope="module")
-def crash_loops(tmp_path_factory, postgres_server):
-    """Both crash loops, started at once: each spends most of its time starting processes
-    (Spark's JVM, Python workers), so side by side they take little longer than one."""
+def crash_loops(tmp_path_factory, postgres_server, kafka_broker):
+    """The crash loops, started at once: each spends most of its time starting processes
+    (Spark's JVM, Python workers) and waiting at its kill points, so side by side they take
+    little longer than one."""
     pg_dir, lite_dir = tmp_path_factory.mktemp("crash-running-sum"), tmp_path_factory.mktemp("crash-windows")
     pg_url = postgres_server.database_url("t_crash_running_sum")
     pg_command = ["run", "running-sum", "--events", str(EVENTS), "--merchants", "400", *FLAGS,
@@ -147,9 +153,21 @@ def crash_loops(tmp_path_factory, postgres_server):
                                     sqlite_batches(db, "upi-per-minute@upi_per_minute"), kills=KILLS, seed=11,
                                     final_args=[*lite_command, *FINAL], timeout=TIMEOUT),
     }
+    kafka_dir = tmp_path_factory.mktemp("crash-kafka")
+    source, output = kafka_broker.new_topic("payments", 2), kafka_broker.new_topic("running-sum", 2)
+    payments = kafka_payments()
+    kafka_broker.produce(source, payments, key=lambda e: e["merchant_id"])
+    kafka_args = [kafka_broker.servers, source, output, str(kafka_dir / "checkpoint"), str(KAFKA_EVENTS)]
+    loops["kafka"] = CrashLoop(
+        # the killed runs read small batches (each is killed long before the input ends); the final run the rest
+        [*kafka_args, "300"], kafka_dir / "checkpoint", kafka_dir, kafka_last_batch(sink(kafka_broker.servers, output)),
+        kills=4, final_args=[*kafka_args, str(KAFKA_EVENTS)], moments=(RANDOM, SINK_DONE, OFFSETS, SINK_TX),
+        timeout=TIMEOUT, command=[sys.executable, str(Path(__file__).with_name("kafka_crash_job.py"))], seed=5,
+    )
     with ThreadPoolExecutor(max_workers=len(loops)) as pool:
         runs = {name: pool.submit(loop.run) for name, loop in loops.items()}
-        yield {"pg_url": pg_url, "db": db, **{name: (loops[name], runs[name]) for name in loops}}
+        yield {"pg_url": pg_url, "db": db, "kafka": (loops["kafka"], runs["kafka"]), "kafka_topics": (output, payments),
+               **{name: (loops[name], runs[name]) for name in loops}}
         for loop in loops.values():
             loop.stop()
 
@@ -200,3 +218,29 @@ def test_windowed_job_into_sqlite_survives_sigkills(tmp_path, spark, crash_loops
     )
     assert rows, "windows were written"
     report(loop, f"upi-per-minute (Python window path) into SQLite, {EVENTS:,} events", figures)
+
+
+def test_kafka_to_kafka_survives_sigkill_at_every_moment(kafka_broker, crash_loops):
+    """UPI payments in a topic of 2 partitions, through running-sum (``kafka_crash_job.py``),
+    into ``KafkaSink`` exactly-once: killed at random, with the Kafka transaction open, between
+    the Kafka commit and Spark's, and with Spark's offsets written. The uninterrupted run's
+    output is known without running it: each merchant's payments are in one partition, in
+    the order produced, so its k-th payment gives ``(merchant, k, the sum of its first k amounts)``
+    however the input is cut into micro-batches."""
+    loop, run = crash_loops["kafka"]
+    output, payments = crash_loops["kafka_topics"]
+    done = run.result()
+    assert done.returncode == 0, done.stdout[-3000:]
+    records = kafka_broker.read(output, committed=True)
+    assert all(r["key"] == r["value"]["merchant_id"] for r in records)
+    figures = compare([((r["value"]["merchant_id"], r["value"]["count"]), (r["value"]["total"],)) for r in records],
+                      kafka_expected(payments))
+    print(f"\n  records in the output topic for read_uncommitted readers: "
+          f"{len(kafka_broker.read(output, committed=False)):,}")
+    report(loop, "Kafka to Kafka (running-sum, KafkaSink exactly-once)", figures)
+    assert figures["rows"] == KAFKA_EVENTS
+    assert len(loop.history) == 4
+    assert loop.replayed, "a kill mid-batch leaves a planned batch for the restart to run again"
+    assert any(k.between_sink_and_spark for k in loop.history), [vars(k) for k in loop.history]
+    missed = {k.aim for k in loop.history} - {k.aim for k in loop.history if k.on_target}
+    assert not missed, f"no kill landed at {sorted(missed)}: {[vars(k) for k in loop.history]}"
