@@ -123,6 +123,8 @@ def test_explain_shows_the_kafka_source_and_sink_guarantees():
     assert "source: kafka h:9092/payments (json values) (exactly-once: replayable (per-partition Kafka offsets in the " \
            "checkpoint))" in out
     assert "sink: kafka h:9092/totals (json, key merchant_id, exactly-once: transactions, read_committed readers)" in out
+    # a Kafka source's malformed records are dead letters, written beside the main topic
+    assert "side outputs: dead_letters -> kafka h:9092/totals-dead_letters (json, exactly-once" in out
     loose = CliRunner().invoke(main, ["explain", "running-sum", "--sink", "kafka://h:9092/totals?guarantee=at-least-once"],
                                terminal_width=250)
     assert "sink: kafka h:9092/totals (json, at-least-once)" in squashed(loose.output)

@@ -173,9 +173,12 @@ def explain(job: Any) -> str:
     if p.path == NATIVE:
         lines.append("  side outputs: none on this path (the source delivers no late events and none without event time)")
     elif job.side_output_names:
-        routed = dict(job.side_sinks)
+        from sparkstate.connectors.database import bind_job_sinks, side_sinks
+
+        # a side output without a sink of its own goes beside a database or Kafka main sink
+        routed = side_sinks(bind_job_sinks(job))
         lines.append("  side outputs: " + ", ".join(
-            f"{n} -> {_describe(routed[n]) if n in routed else f'checkpoint {CheckpointDir.SIDE_OUTPUTS}/{n}'}"
+            f"{n} -> {_describe(routed[n]) if routed.get(n) is not None else f'checkpoint {CheckpointDir.SIDE_OUTPUTS}/{n}'}"
             for n in job.side_output_names
         ))
     if p.path == NATIVE:
