@@ -273,21 +273,27 @@ def open_database_sinks(job: Any, checkpoint: CheckpointDir, native: bool, resto
 
 
 def database_writers(job: Any, tops: bool = False) -> list[dict[str, Any]]:
-    """The database writers of a bound job, as a checkpoint's metadata and a savepoint record
-    them: table, writer identity, database (no password) and, with ``tops``, the last batch
-    each wrote (``top_batch``)."""
+    """The database and Kafka writers of a bound job, as a checkpoint's metadata and a
+    savepoint record them: table (or topic), writer identity, database or broker (no password)
+    and, with ``tops``, the last batch each wrote (``top_batch``)."""
     out = []
     for sink, _ in database.job_database_sinks(job):
         entry: dict[str, Any] = {"table": sink.table, "writer": sink.marker, "database": sink.describe()}
         if tops:
             entry["top_batch"] = database.top_marker(sink)
         out.append(entry)
+    for writer in database.job_kafka_sinks(job):
+        if writer.transactional:  # at-least-once writers keep no markers
+            entry = {"topic": writer.topic, "writer": writer.marker, "kafka": writer.describe()}
+            if tops:
+                entry["top_batch"] = kafka.read_top_marker(writer)
+            out.append(entry)
     return out
 
 
 def restore_warnings(job: Any, savepoint_meta: dict[str, Any]) -> list[str]:
-    """For a bound job restored from a savepoint: the tables that hold batches the savepoint's
-    writer wrote after the savepoint's batch. The restored run writes their effect again (it
+    """For a bound job restored from a savepoint: the tables (and Kafka topics) that hold
+    batches the savepoint's writer wrote after the savepoint's batch. The restored run writes their effect again (it
     starts from the savepoint's state and source offsets): appended rows twice, upserted keys
     rewritten."""
     batch = savepoint_meta.get("batch")
@@ -308,6 +314,22 @@ def restore_warnings(job: Any, savepoint_meta: dict[str, Any]) -> list[str]:
                     f"written after the savepoint (batch {batch}): this restored run writes their effect again "
                     "(appended rows twice; upserted keys are rewritten with the same values). Delete those rows "
                     "first if they must not count twice, or restore a later savepoint"
+                )
+    for sink in database.job_kafka_sinks(job):
+        if not sink.transactional:
+            continue
+        if isinstance(recorded, list):
+            writers = [str(e.get("writer")) for e in recorded if isinstance(e, dict) and e.get("topic") == sink.topic]
+        else:
+            writers = [replace(sink, restored_from=None).marker]
+        for writer in writers:
+            top = kafka.read_top_marker(sink, writer=writer)
+            if top is not None and top > batch:
+                notes.append(
+                    f"topic {sink.topic!r} ({sink.describe()}) holds batches {batch + 1} to {top} of writer {writer!r}, "
+                    f"written after the savepoint (batch {batch}): this restored run writes their records again, and "
+                    "a topic's records cannot be deleted, so its readers see them twice. Restore a later savepoint, "
+                    "or write the restored run to another topic if they must not"
                 )
     return notes
 

@@ -345,3 +345,32 @@ def test_fresh_with_an_unreachable_broker_deletes_nothing(tmp_path, monkeypatch)
         start_fresh(job, CheckpointDir.open(tmp_path / "ckpt"))
     assert SECRET not in str(failed.value)
     assert metadata.exists()  # the checkpoint is kept
+
+
+def test_a_restored_run_is_told_of_the_batches_written_after_the_savepoint(kafka_broker):
+    """A savepoint records its Kafka writers and their last batches; a run restored from it
+    gets its own writer (its batch ids start at 0 again) and is told that the topic already
+    holds the batches the old writer wrote after the savepoint's, which it writes again."""
+    from sparkstate import Job, ListSource
+    from sparkstate.connectors.database import bind_job_sinks
+    from sparkstate.jobs.running_sum import OUTPUT, RunningSum
+    from sparkstate.runtime.spark_sinks import database_writers, restore_warnings
+
+    sink = new_sink(kafka_broker, key="k")
+    job = bind_job_sinks(
+        Job(sink.job).source(ListSource([[{"merchant_id": "m", "amount": 1.0}]], "merchant_id string, amount double"))
+        .key_by("merchant_id").process(RunningSum(), output_schema=OUTPUT).sink(sink)
+    )
+    protocol.prepare([job.sink_spec], None)
+    for batch in range(4):
+        protocol.commit_batch(job.sink_spec, rows(batch), batch)
+    recorded = database_writers(job, tops=True)
+    assert recorded[0] == {"topic": sink.topic, "writer": sink.marker, "kafka": sink.describe(), "top_batch": 3}
+    # rows the sink refuses go to <topic>-dead_letters, a writer of its own (no batch yet)
+    assert [(e["topic"], e["top_batch"]) for e in recorded[1:]] == [(f"{sink.topic}-dead_letters", None)]
+
+    restored = bind_job_sinks(job, restored_from="sp-1")
+    assert restored.sink_spec.marker == f"{sink.marker}#sp-1"
+    (note,) = restore_warnings(restored, {"batch": 1, "sinks": recorded})
+    assert f"topic {sink.topic!r}" in note and f"holds batches 2 to 3 of writer {sink.marker!r}" in note
+    assert restore_warnings(restored, {"batch": 3, "sinks": recorded}) == []

@@ -153,10 +153,13 @@ def _drop_producer(sink: KafkaSink, producer: Any, key: str | None = None) -> No
             _tops.pop(sink.marker, None)
 
 
-def read_top_marker(sink: KafkaSink, timeout_s: float = TRANSACTION_TIMEOUT_MS / 1000 + 30) -> int | None:
-    """The last batch ``sink``'s writer committed (None: none, or a reset since), from the
-    marker topic read with ``read_committed`` up to its end as of now (waiting, at most
-    ``timeout_s``, for transactions open now).
+def read_top_marker(
+    sink: KafkaSink, timeout_s: float = TRANSACTION_TIMEOUT_MS / 1000 + 30, writer: str | None = None
+) -> int | None:
+    """The last batch ``sink``'s writer (or the writer named ``writer`` in its marker topic)
+    committed (None: none, or a reset since), from the marker topic read with
+    ``read_committed`` up to its end as of now (waiting, at most ``timeout_s``, for
+    transactions open now).
 
     The writer's top is its LAST marker record: a writer's batch ids only grow, so that is
     its highest, except after :func:`reset` (``sparkstate run --fresh``), whose marker record
@@ -168,7 +171,7 @@ def read_top_marker(sink: KafkaSink, timeout_s: float = TRANSACTION_TIMEOUT_MS /
     consumer = Consumer(client_config(servers, sink.options, **{
         "group.id": "sparkstate-markers", "enable.auto.commit": False, "isolation.level": "read_committed",
         "auto.offset.reset": "earliest", "allow.auto.create.topics": False}))
-    writer = sink.marker.encode()
+    key = (writer or sink.marker).encode()
     try:
         parts = topic_partitions(consumer, sink.marker_topic, servers, "reading the batch markers", SinkError)
         if not parts:
@@ -191,7 +194,7 @@ def read_top_marker(sink: KafkaSink, timeout_s: float = TRANSACTION_TIMEOUT_MS /
                     if msg.error() is not None:
                         continue
                     pos = max(pos, (msg.offset() or 0) + 1)
-                    if msg.key() == writer:
+                    if msg.key() == key:
                         top = _marker_batch(msg.value(), sink)
                 if pos < end:
                     at = consumer.position([tp])[0].offset
