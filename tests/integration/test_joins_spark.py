@@ -29,9 +29,10 @@ def test_enrich_on_spark_resumes_from_its_checkpoint_and_matches_the_harness(spa
     sink = MemorySink()
     job = job.sink(sink).with_settings(key_groups=8, **FAST)
     first = job.run(checkpoint_dir=checkpoint, spark=spark, until=lambda r: r.batches >= 1)
-    assert first.events == 1_000
+    # the run stops after the batch during which it saw one done: a quick pipeline may finish a second
+    assert first.events in (1_000, 2_000) and not first.completed
     second = job.run(checkpoint_dir=checkpoint, spark=spark)
-    assert second.completed and second.events == 2_000
+    assert second.completed and second.events == 3_000 - first.events
     expected = harness_in_spark_batches(job)
     assert len(expected) == 3_000 and any(r["profile_revision"] is None for r in expected)
     same_rows(sink.rows(), expected)

@@ -190,7 +190,9 @@ def read_top_marker(
             deadline = time.monotonic() + timeout_s
             pos = low
             while pos < end:
-                for msg in consumer.consume(10_000, timeout=0.5):
+                # a short wait: control records (a commit's marker) hold offsets and deliver no message,
+                # so a read of the offsets left may never see as many messages as it asks for
+                for msg in consumer.consume(min(10_000, end - pos), timeout=0.05):
                     if msg.error() is not None:
                         continue
                     pos = max(pos, (msg.offset() or 0) + 1)
