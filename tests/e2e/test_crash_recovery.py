@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from crash import OFFSETS, RANDOM, SINK_DONE, SINK_TX, CrashLoop
+from crash import RANDOM, SINK_DONE, SINK_TX, CrashLoop
 from kafka_crash_job import KAFKA_EVENTS, kafka_expected, kafka_last_batch, kafka_payments, sink
 from spark_helpers import same_rows
 
@@ -161,7 +161,8 @@ def crash_loops(tmp_path_factory, postgres_server, kafka_broker):
     loops["kafka"] = CrashLoop(
         # the killed runs read small batches (each is killed long before the input ends); the final run the rest
         [*kafka_args, "300"], kafka_dir / "checkpoint", kafka_dir, kafka_last_batch(sink(kafka_broker.servers, output)),
-        kills=4, final_args=[*kafka_args, str(KAFKA_EVENTS)], moments=(RANDOM, SINK_DONE, OFFSETS, SINK_TX),
+        # the moments Kafka's transactions make risky (a kill with Spark's offsets written: the database loops)
+        kills=3, final_args=[*kafka_args, str(KAFKA_EVENTS)], moments=(RANDOM, SINK_DONE, SINK_TX),
         timeout=TIMEOUT, command=[sys.executable, str(Path(__file__).with_name("kafka_crash_job.py"))], seed=5,
     )
     with ThreadPoolExecutor(max_workers=len(loops)) as pool:
@@ -222,8 +223,8 @@ def test_windowed_job_into_sqlite_survives_sigkills(tmp_path, spark, crash_loops
 
 def test_kafka_to_kafka_survives_sigkill_at_every_moment(kafka_broker, crash_loops):
     """UPI payments in a topic of 2 partitions, through running-sum (``kafka_crash_job.py``),
-    into ``KafkaSink`` exactly-once: killed at random, with the Kafka transaction open, between
-    the Kafka commit and Spark's, and with Spark's offsets written. The uninterrupted run's
+    into ``KafkaSink`` exactly-once: killed at random, with the Kafka transaction open, and between
+    the Kafka commit and Spark's. The uninterrupted run's
     output is known without running it: each merchant's payments are in one partition, in
     the order produced, so its k-th payment gives ``(merchant, k, the sum of its first k amounts)``
     however the input is cut into micro-batches."""
@@ -239,7 +240,7 @@ def test_kafka_to_kafka_survives_sigkill_at_every_moment(kafka_broker, crash_loo
           f"{len(kafka_broker.read(output, committed=False)):,}")
     report(loop, "Kafka to Kafka (running-sum, KafkaSink exactly-once)", figures)
     assert figures["rows"] == KAFKA_EVENTS
-    assert len(loop.history) == 4
+    assert len(loop.history) == 3
     assert loop.replayed, "a kill mid-batch leaves a planned batch for the restart to run again"
     assert any(k.between_sink_and_spark for k in loop.history), [vars(k) for k in loop.history]
     missed = {k.aim for k in loop.history} - {k.aim for k in loop.history if k.on_target}
