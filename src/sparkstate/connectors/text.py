@@ -391,12 +391,39 @@ class LineParser:
             data = text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate
             return None
+        batch = self._read_at_once(data, len(chosen))
+        return None if batch is None else (batch, [], chosen, kept)  # type: ignore[return-value]
+
+    def parse_values(self, values: list[bytes]) -> pa.RecordBatch | None:
+        """Records' values (UTF-8 bytes, each one line, none empty: a Kafka topic's), all at
+        once, when every one of them is an event; None when some value must be read as text
+        line by line (the same checks as a block of lines, on the bytes, without making a
+        string of each value first)."""
+        if self._fast is None or len(values) < FAST_MIN_LINES or None in values or b"" in values:
+            return None
+        if max(map(len, values)) > _FAST_MAX_LINE:  # bytes: at least as many as characters
+            return None
+        data = b"\n".join(values)
+        if data.count(b"\n") != len(values) - 1 or b"\r" in data:
+            return None
+        if not data.isascii():
+            try:  # a byte-order mark or invalid UTF-8 is read line by line (invalid bytes replaced)
+                if "\ufeff" in data.decode("utf-8"):
+                    return None
+            except UnicodeDecodeError:
+                return None
+        if data.count(b"[") + data.count(b"{") > len(values) and any(
+            v.count(b"[") + v.count(b"{") > MAX_JSON_DEPTH for v in values
+        ):
+            return None
+        return self._read_at_once(data, len(values))
+
+    def _read_at_once(self, data: bytes, rows: int) -> pa.RecordBatch | None:
         for times_as_text in ((self._times_as_text, not self._times_as_text) if self._has_time else (False,)):
-            columns = self._read_block(data, len(chosen), times_as_text)
+            columns = self._read_block(data, rows, times_as_text)
             if columns is not None:
                 self._times_as_text = times_as_text
-                batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
-                return batch, [], chosen, kept  # type: ignore[return-value]
+                return pa.RecordBatch.from_arrays(columns, schema=self.schema)
         return None
 
     def _read_block(self, data: bytes, rows: int, times_as_text: bool) -> list[pa.Array] | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,17 +172,19 @@ class RecordDecoder:
             )
         self.binary_value = self.format == "raw" and pa.types.is_binary(self.schema.field("value").type)
 
-    def __call__(self, msgs: list[Any]) -> tuple[pa.RecordBatch, list[dict[str, str]], list[str] | None]:
+    def __call__(self, msgs: list[Any]) -> tuple[pa.RecordBatch, list[dict[str, str]], Sequence[str] | None]:
+        values = [m.value() for m in msgs]
         if self.parser is None:
-            values = [m.value() for m in msgs]
             if not self.binary_value:
                 values = [None if v is None else v.decode("utf-8", errors="replace") for v in values]
             events = pa.RecordBatch.from_arrays([pa.array(values, self.schema.field("value").type)], names=["value"])
             return self.meta.add(events, msgs, self.schema), [], None
+        events = self.parser.parse_values(values)
+        if events is not None:  # every record an event: no string made of each (raws on demand)
+            return self.meta.add(events, msgs, self.schema), [], _Texts(values)
         lines: list[str | None] = []
         placed: list[tuple[int, dict[str, str]]] = []  # (index in msgs, dead letter)
-        for i, m in enumerate(msgs):
-            v = m.value()
+        for i, v in enumerate(values):
             text = None if v is None else v.decode("utf-8", errors="replace")
             if text is None or not text.strip():  # the parser would skip a blank value without a word
                 placed.append((i, {"raw": text or "", "reason": "no value (a tombstone)" if text is None else "an empty value"}))
@@ -197,6 +199,22 @@ class RecordDecoder:
         if len(kept) != len(msgs):
             msgs = [msgs[i] for i in kept]
         return self.meta.add(events, msgs, self.schema), dead, raws
+
+
+class _Texts(Sequence[str]):
+    """Records' values as text, each made when asked for (a dead letter made later, such as
+    an event time too far ahead, quotes its record)."""
+
+    def __init__(self, values: list[bytes]) -> None:
+        self._values = values
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [v.decode("utf-8", errors="replace") for v in self._values[i]]
+        return self._values[i].decode("utf-8", errors="replace")
 
 
 def register_kafka(spark: Any) -> None:

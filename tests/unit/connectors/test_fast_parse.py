@@ -221,3 +221,30 @@ def test_the_batch_types_are_the_schemas() -> None:
     assert not dead and batch.schema == parser.schema
     assert batch.column(1).type == pa.timestamp("us", tz="UTC")
     assert batch.column(1)[0].value == NOW * 1000
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_record_values_read_at_once_equal_the_lines_read_one_by_one(seed: int) -> None:
+    """Kafka record values (bytes, a record each) read at once give the line-by-line events, or
+    are left to the line-by-line reading (None); never other events."""
+    rng = random.Random(100 + seed)
+    parser = LineParser(SCHEMA, key_columns=["k"], time_column="ts")
+    fast = 0
+    for _ in range(100):
+        n = rng.choice([FAST_MIN_LINES, 80])
+        iso = rng.random() < 0.2
+        lines = [good(rng, iso) for _ in range(n)]
+        if rng.random() < 0.5:
+            lines[rng.randrange(n)] = poison(rng) or ""
+        values = [line.encode("utf-8", "surrogatepass") for line in lines]
+        if rng.random() < 0.1:
+            values[rng.randrange(n)] = rng.choice([b"\xff\xfe{}", b"\xef\xbb\xbf{}", b" ", b"{\"k\": \"a\r\"}"])
+        got = parser.parse_values(values)
+        if got is None:
+            continue
+        fast += 1
+        want = parser._parse_each([v.decode("utf-8", "replace") for v in values])
+        assert want[1] == [] and len(want[3]) == n, "every value read at once is an event"
+        assert got.schema == want[0].schema
+        assert repr(got.to_pylist()) == repr(want[0].to_pylist())
+    assert fast > 20
