@@ -20,7 +20,9 @@ RocksDB) runs, each row in its own process after an unmeasured warm-up run:
 * ``generator -> kafka``: the generator into that sink (the sink's cost alone).
 
 Every row reads about ``--max-batch`` events per micro-batch. Peak memory is the resident
-memory of the measured process with its JVM and Python workers (the broker not counted).
+memory of the measured process with its JVM and Python workers (the broker not counted); the
+broker's CPU seconds during the row (its warm-up run included) are shown beside it, since the
+broker shares the machine's cores with the job.
 """
 
 from __future__ import annotations
@@ -140,6 +142,15 @@ def _write_input(kafka, args: argparse.Namespace, files: Path) -> tuple[str, int
     return topic, start_ms, time.monotonic() - started
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds process ``pid`` has used (Linux ``/proc``)."""
+    import os
+
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _mb(n: float | None) -> str:
     return "-" if n is None else f"{n / 2**20:,.1f} MB"
 
@@ -200,18 +211,21 @@ def main() -> None:
                       f"about {args.max_batch:,} events per micro-batch; 2 local cores")
         table = Table(title="W1 by source and sink (each row: own process, after an unmeasured warm-up run)",
                       title_justify="left")
+        broker = int((Path(kafka.dir) / "broker.pid").read_text())
         for col in ("source -> sink", "events", "batches", "wall s", "events/s", "events/s after 1st batch",
-                    "peak memory"):
+                    "peak memory", "broker CPU s"):
             table.add_column(col, justify="left" if col == "source -> sink" else "right")
         results = {}
         for name, engine in rows:
             console.print(f"  running {name} ...")
+            cpu = _cpu_seconds(broker)
             r = run_child(HERE, [*common, "--engine", engine])
             assert isinstance(r, dict)
+            cpu = _cpu_seconds(broker) - cpu  # the warm-up run's too
             results[engine] = r
             table.add_row(
                 name, f"{r['events']:,}", str(r["batches"]), f"{r['seconds']:.1f}", f"{r['events'] / r['seconds']:,.0f}",
-                f"{r['steady']:,.0f}" if r.get("steady") else "-", _mb(r["peak_bytes"]),
+                f"{r['steady']:,.0f}" if r.get("steady") else "-", _mb(r["peak_bytes"]), f"{cpu:.1f}",
             )
         console.print(table)
         base = results.get("generator")

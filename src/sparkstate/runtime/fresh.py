@@ -75,7 +75,7 @@ def claim_outputs(job: Any, checkpoint: CheckpointDir, spark: Any = None) -> Non
 
 
 def start_fresh(
-    job: Any, checkpoint: CheckpointDir, spark: Any = None, restored_ids: tuple[str | None, ...] = ()
+    job: Any, checkpoint: CheckpointDir, spark: Any = None, restored_ids: tuple[str | None, ...] = (), partitions: int = 1,
 ) -> list[str]:
     """Delete the job's checkpoint and outputs (a bound job: its database sinks carry their
     tables); returns what was kept, as notes for the user. Raises, deleting nothing, when the
@@ -97,7 +97,8 @@ def start_fresh(
         if kept:
             notes.append(kept)
     for kafka_sink in kafka_sinks:
-        kept = kafka.reset(kafka_sink, restored_ids)
+        # the main sink's parts are the batch's partitions, written by their tasks
+        kept = kafka.reset(kafka_sink, restored_ids, parts=partitions if kafka_sink is job.sink_spec else 1)
         if kept:
             notes.append(kept)
     for _, storage in outputs:

@@ -250,7 +250,7 @@ def _run_locked(
         if not all(is_local(s.path) for s in parquet_sinks(job)):
             spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
         writers = (restored_id, _restored_id(checkpoint, committed=False))
-        for note in start_fresh(bind_job_sinks(job, was_restored), checkpoint, spark, writers):
+        for note in start_fresh(bind_job_sinks(job, was_restored), checkpoint, spark, writers, partitions):
             result.warnings.append(note)
             if on_notice is not None:
                 on_notice(note)
@@ -262,7 +262,8 @@ def _run_locked(
     elif restore is None and spec.broadcast_dir is not None:
         spec = replace(spec, initial_broadcast=_restored_broadcast(checkpoint))
     # an unreachable database or a table that does not fit stops the job here, before Spark starts
-    job = open_database_sinks(job, checkpoint, native=chosen.path == NATIVE, restored_from=restored_id)
+    job = open_database_sinks(job, checkpoint, native=chosen.path == NATIVE, restored_from=restored_id,
+                              partitions=partitions)
     check_file_sink(job, checkpoint, restoring=restore is not None)
     if restore is not None:
         for note in restore_warnings(job, restore.savepoint.meta):

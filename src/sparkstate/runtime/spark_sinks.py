@@ -13,8 +13,9 @@ into ``batch_id=n`` folders, replaced on replay; a database in one transaction w
 that a replay finds), so a replayed batch does not double rows.
 
 Database sinks collect each batch on the driver (``df.toArrow()``) and write it in one
-transaction (``sparkstate.connectors.database``); :func:`open_database_sinks` checks them
-before the query starts.
+transaction (``sparkstate.connectors.database``); a Kafka main sink is written by the batch's
+tasks, a transaction per partition (``sparkstate.connectors.kafka.protocol``), and only the
+side rows reach the driver. :func:`open_database_sinks` checks them before the query starts.
 """
 
 from __future__ import annotations
@@ -234,7 +235,9 @@ class _Database(_Collects):
 @spark_sink.register(KafkaSink)
 @dataclass(frozen=True)
 class _Kafka(_Collects):
-    """Collects each batch on the driver and writes it in one Kafka transaction with its marker."""
+    """A job's main sink: each partition of a batch written by its task, in a Kafka transaction
+    of its own with its marker (:func:`_write_kafka_parts`); a side output: the batch's side
+    rows, collected on the driver, in one transaction."""
 
     sink: KafkaSink
 
@@ -245,17 +248,62 @@ class _Kafka(_Collects):
         return kafka.commit_batch(self.sink, _side_table(rows, schema), batch_id)
 
 
+#: the tag of a row the Kafka sink refused (a dead letter) among the side rows its tasks return
+_REFUSED = "\x00refused"
+
+
+def _write_kafka_parts(df: Any, sink: KafkaSink, batch_id: int, split: bool) -> Any:
+    """Write batch ``batch_id`` of ``df`` to ``sink`` from the tasks that compute it, part ``i``
+    by the task of partition ``i`` (no batch collected on the driver, every core writes);
+    returns the side rows (``split``: the batch has side-output columns) and the dead letters
+    of rows the sink refused (tagged ``_REFUSED``), as an Arrow table."""
+    from sparkstate.runtime.spark_processor import SIDE_COLUMN, SIDE_ROW_COLUMN
+
+
+    def write(batches: Any) -> Any:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        assert ctx is not None
+        part = ctx.partitionId()
+        sides: list[Any] = []
+
+        def main_rows() -> Any:
+            for b in batches:
+                if split:
+                    is_side = b.column(SIDE_COLUMN).is_valid()
+                    if b.column(SIDE_COLUMN).null_count < b.num_rows:
+                        sides.append(b.filter(is_side).select([SIDE_COLUMN, SIDE_ROW_COLUMN]))
+                        b = b.filter(pc.invert(is_side))
+                    b = b.drop_columns([SIDE_COLUMN, SIDE_ROW_COLUMN])
+                yield b
+
+        dead = kafka.write_part(sink, part, batch_id, main_rows())
+        yield from sides
+        if dead:
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([_REFUSED] * len(dead), pa.string()), pa.array([pickle.dumps(d) for d in dead], pa.binary())],
+                names=[SIDE_COLUMN, SIDE_ROW_COLUMN])
+
+    return df.mapInArrow(write, f"{SIDE_COLUMN} string, {SIDE_ROW_COLUMN} binary").toArrow()
+
+
 def attach(sink: SinkSpec, writer: Any) -> Any:
     """Configure ``writer`` (``df.writeStream``) for ``sink``; returns the writer."""
     return spark_sink(sink).attach(writer)
 
 
-def open_database_sinks(job: Any, checkpoint: CheckpointDir, native: bool, restored_from: str | None = None) -> Any:
+def open_database_sinks(
+    job: Any, checkpoint: CheckpointDir, native: bool, restored_from: str | None = None, partitions: int = 1,
+) -> Any:
     """Bind the job's database and Kafka sinks to it and check each one before batch 0
     (reachable, table or topic there, markers agreeing with the checkpoint; Kafka writers'
     zombies fenced); returns the bound job.
     ``restored_from``: the savepoint id the checkpoint was restored from (its writers'
-    identities carry it, see :attr:`DatabaseSink.marker`).
+    identities carry it, see :attr:`DatabaseSink.marker`). ``partitions``: the batch's, each
+    of which writes its part of a Kafka main sink.
 
     A job on the native path has no side outputs, so their tables are not created for it.
     """
@@ -268,7 +316,9 @@ def open_database_sinks(job: Any, checkpoint: CheckpointDir, native: bool, resto
             database.prepare(sink, schema, last, every_batch=schema is not None, may_be_new=sink is not job.sink_spec)
     writers = database.job_kafka_sinks(job, with_side_outputs=not native)
     if writers:
-        kafka.prepare(writers, checkpoint.last_committed_offset()[0])
+        main = job.sink_spec
+        parts = {main.marker: partitions} if isinstance(main, KafkaSink) and main.transactional else {}
+        kafka.prepare(writers, checkpoint.last_committed_offset()[0], parts)
     return job
 
 
@@ -452,6 +502,7 @@ def attach_dispatch(
     # a sink that collects the batch on the driver takes it whole, side rows split off in Arrow:
     # one Spark action, nothing cached (a cached batch is written to Spark's block store first)
     collects = isinstance(main, _Collects)
+    # a Kafka main sink is written by the batch's tasks, which hand back the side rows
 
     def dispatch(df: Any, batch_id: int) -> None:
         # computed once: a second evaluation would run the stateful operator again
@@ -468,18 +519,23 @@ def attach_dispatch(
                         notes.append(outcome.warning)
 
             by_name: dict[str, list] = {n: [] for n in names}
-            if split and collects:
+            if isinstance(main, _Kafka):
+                side = _write_kafka_parts(df, main.sink, batch_id, split)
+            elif split and collects:
                 table = df.toArrow()
                 is_side = table.column(SIDE_COLUMN).is_valid()
                 side = table.filter(is_side).select([SIDE_COLUMN, SIDE_ROW_COLUMN])
-                assert isinstance(main, _Collects)
+                assert isinstance(main, _Collects)  # for the type checker: ``collects`` said so
                 took(main.write_table(table.filter(pc.invert(is_side)).drop_columns([SIDE_COLUMN, SIDE_ROW_COLUMN]), batch_id))
             elif split:
                 side = df.where(F.col(SIDE_COLUMN).isNotNull()).select(SIDE_COLUMN, SIDE_ROW_COLUMN).toArrow()
                 took(main.write_batch(df.where(F.col(SIDE_COLUMN).isNull()).drop(SIDE_COLUMN, SIDE_ROW_COLUMN), batch_id))
-            if split:
+            if split or isinstance(main, _Kafka):
                 for name, blob in zip(side.column(0).to_pylist(), side.column(1).to_pylist()):
-                    by_name.setdefault(name, []).append(pickle.loads(blob))
+                    if name == _REFUSED:
+                        refused.append(pickle.loads(blob))
+                    else:
+                        by_name.setdefault(name, []).append(pickle.loads(blob))
             else:
                 took(main.write_batch(df, batch_id))
             for name, rows in by_name.items():

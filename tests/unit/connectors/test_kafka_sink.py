@@ -56,7 +56,7 @@ def test_a_batch_and_its_marker_are_one_transaction(kafka_broker):
     assert [(r["key"], r["value"]) for r in got] == [("k1", {"k": "k1", "v": 1}), ("k2", {"k": "k2", "v": 2})]
     markers = kafka_broker.read(sink.marker_topic)
     assert [(m["key"], m["value"]) for m in markers] == [
-        (sink.marker, {"writer": sink.marker, "batch": 0, "rows": 2, "topic": sink.topic})]
+        (sink.writer(0), {"writer": sink.writer(0), "batch": 0, "rows": 2, "topic": sink.topic})]
     assert protocol.read_top_marker(sink) == 0
 
 
@@ -114,7 +114,7 @@ def test_a_new_run_fences_its_zombie(kafka_broker, monkeypatch):
     with pytest.raises(SinkError, match="fenced off by a newer run") as failed:
         protocol.commit_batch(sink, rows(66, 67), 1)
     assert "did not commit batch 1" in str(failed.value)
-    assert protocol._producers[sink.transactional_id] is not zombie[sink.transactional_id]  # the new run's is kept
+    assert protocol._producers[sink.transactional_id()] is not zombie[sink.transactional_id()]  # the new run's is kept
     assert protocol.commit_batch(sink, rows(2), 1).rows == 1
     assert values(kafka_broker, sink.topic) == [1, 2]
     assert [m["value"]["batch"] for m in kafka_broker.read(sink.marker_topic)] == [0, 1]
@@ -126,7 +126,7 @@ def test_a_second_run_in_the_same_process_writes_though_another_run_fenced_the_f
     sink = new_sink(kafka_broker)
     protocol.prepare([sink], None)
     protocol.commit_batch(sink, rows(1), 0)
-    elsewhere = Producer({"bootstrap.servers": kafka_broker.servers, "transactional.id": sink.transactional_id})
+    elsewhere = Producer({"bootstrap.servers": kafka_broker.servers, "transactional.id": sink.transactional_id()})
     elsewhere.init_transactions(10)  # another process's run of the job fences this one's producer
     protocol.prepare([sink], 0)  # this process runs the job again: with a producer of its own
     assert protocol.commit_batch(sink, rows(2), 1).rows == 1
@@ -289,7 +289,7 @@ def test_reset_makes_a_writer_start_over_and_the_records_stay(kafka_broker):
     assert protocol.read_top_marker(sink) is None
     assert protocol.read_top_marker(restored) is None
     assert kafka_broker.read(sink.marker_topic)[-1]["value"] == {
-        "writer": restored.marker, "batch": None, "reset": True, "topic": sink.topic}
+        "writer": restored.writer(0), "batch": None, "reset": True, "topic": sink.topic}
     protocol.close_all()
     protocol.prepare([sink], None)  # a new checkpoint: accepted
     assert protocol.commit_batch(sink, rows(10), 0).rows == 1
@@ -302,7 +302,7 @@ def test_reset_makes_a_writer_start_over_and_the_records_stay(kafka_broker):
 
 def test_a_marker_sparkstate_did_not_write_is_refused(kafka_broker):
     sink = new_sink(kafka_broker)
-    kafka_broker.produce(sink.marker_topic, [{"batch": "seven"}], key=lambda v: sink.marker)
+    kafka_broker.produce(sink.marker_topic, [{"batch": "seven"}], key=lambda v: sink.writer(0))
     with pytest.raises(SinkError, match="that sparkstate did not write"):
         protocol.read_top_marker(sink)
 
@@ -374,3 +374,96 @@ def test_a_restored_run_is_told_of_the_batches_written_after_the_savepoint(kafka
     (note,) = restore_warnings(restored, {"batch": 1, "sinks": recorded})
     assert f"topic {sink.topic!r}" in note and f"holds batches 2 to 3 of writer {sink.marker!r}" in note
     assert restore_warnings(restored, {"batch": 3, "sinks": recorded}) == []
+
+
+# ------------------------------------------------------------------ parts written by tasks
+
+
+def batches(*values: int) -> list[pa.RecordBatch]:
+    return rows(*values).to_batches()
+
+
+def test_each_part_of_a_batch_is_a_transaction_of_its_own_and_a_replay_writes_only_the_parts_not_committed(
+    kafka_broker, monkeypatch
+):
+    sink = new_sink(kafka_broker, 2, key="k")
+    protocol.prepare([sink], None, {sink.marker: 2})
+    assert protocol.write_part(sink, 0, 0, batches(1, 2)) == []
+    assert protocol.write_part(sink, 1, 0, batches(3)) == []
+    # batch 1: part 0 commits, part 1 dies with its transaction open (its records at the broker)
+    assert protocol.write_part(sink, 0, 1, batches(4)) == []
+
+    def killed(point: str) -> None:
+        raise KeyboardInterrupt  # the task's process dies here: nothing after runs
+
+    monkeypatch.setattr(protocol, "fault_point", killed)
+    with pytest.raises(KeyboardInterrupt):
+        protocol.write_part(sink, 1, 1, batches(55, 56))
+    monkeypatch.setattr(protocol, "fault_point", lambda point: None)
+    assert sorted(values(kafka_broker, sink.topic)) == [1, 2, 3, 4]  # read_committed: the open part is not there
+    # the restart replays batch 1 with the same rows: part 0 finds its marker, part 1 writes its share
+    protocol.close_all()
+    protocol.prepare([sink], 0, {sink.marker: 2})
+    assert protocol.write_part(sink, 0, 1, batches(4)) == []
+    assert protocol.write_part(sink, 1, 1, batches(5, 6)) == []
+    assert sorted(values(kafka_broker, sink.topic)) == [1, 2, 3, 4, 5, 6]
+    assert protocol.read_part_tops(sink) == {0: 1, 1: 1}
+    assert protocol.read_top_marker(sink) == 1
+    assert 55 in values(kafka_broker, sink.topic, committed=False)  # aborted: seen by read_uncommitted readers only
+
+
+def test_a_task_fences_an_earlier_attempt_of_its_part(kafka_broker, monkeypatch):
+    sink = new_sink(kafka_broker, 1)
+    protocol.prepare([sink], None, {sink.marker: 1})
+    attempts: list[str] = []
+
+    def second_attempt_starts(point: str) -> None:
+        # the first attempt has its records at the broker; Spark starts the task again meanwhile
+        if not attempts:
+            attempts.append("retry")
+            assert protocol.write_part(sink, 0, 0, batches(1, 2)) == []
+
+    monkeypatch.setattr(protocol, "fault_point", second_attempt_starts)
+    with pytest.raises(SinkError, match=r"writer '.*/p0' .* was fenced off .* did not commit batch 0"):
+        protocol.write_part(sink, 0, 0, batches(1, 2))
+    assert values(kafka_broker, sink.topic) == [1, 2]  # the batch's part once
+    # a third attempt (the second failed after its commit): finds the part written
+    assert protocol.write_part(sink, 0, 0, batches(1, 2)) == []
+    assert values(kafka_broker, sink.topic) == [1, 2]
+
+
+def test_a_part_finds_its_last_marker_behind_many_others_and_after_a_reset(kafka_broker):
+    sink = new_sink(kafka_broker, 1)
+    others = [replace(sink, job=f"other-{i}") for i in range(3)]
+    protocol.prepare([sink, *others], None, {sink.marker: 2})
+    protocol.write_part(sink, 1, 0, batches(1))
+    protocol.write_part(sink, 1, 1, batches(2))
+    for batch in range(120):  # 360 markers of other writers after it, in one transaction each
+        for other in others:
+            protocol.commit_batch(other, rows(), batch)
+    assert protocol.read_part_top(sink, 1) == 1
+    assert protocol.read_part_top(sink, 0) is None  # a part that wrote nothing
+    assert protocol.write_part(sink, 1, 1, batches(2)) == []  # a replay: nothing again
+    assert values(kafka_broker, sink.topic) == [1, 2]
+    protocol.close_all()
+    protocol.reset(sink, parts=2)
+    assert protocol.read_part_top(sink, 1) is None and protocol.read_top_marker(sink) is None
+    protocol.prepare([sink], None, {sink.marker: 2})  # the new checkpoint starts at batch 0 again
+    protocol.write_part(sink, 1, 0, batches(9))
+    assert values(kafka_broker, sink.topic) == [1, 2, 9]
+
+
+def test_a_part_hands_back_the_rows_it_cannot_write_and_at_least_once_parts_write_without_markers(kafka_broker):
+    sink = new_sink(kafka_broker, 1, key="k", options={"message.max.bytes": 2000})
+    protocol.prepare([sink], None, {sink.marker: 1})
+    data = pa.Table.from_pylist([{"k": "a", "v": 1.0}, {"k": "b", "v": float("nan")}, {"k": "c", "v": 3.0}])
+    big = pa.Table.from_pylist([{"k": "d" * 3000, "v": 4.0}])
+    dead = protocol.write_part(sink, 0, 0, [*data.to_batches(), *big.to_batches()])
+    assert len(dead) == 2 and "record limit" in dead[1]["reason"]
+    assert [r["value"]["k"] for r in kafka_broker.read(sink.topic)] == ["a", "c"]
+    loose = replace(new_sink(kafka_broker, 1, key="k"), guarantee="at-least-once")
+    protocol.prepare([loose], None, {loose.marker: 1})
+    assert protocol.write_part(loose, 0, 0, batches(1)) == []
+    assert protocol.write_part(loose, 0, 0, batches(1)) == []  # a replay writes again
+    assert values(kafka_broker, loose.topic) == [1, 1]
+    assert kafka_broker.read(loose.marker_topic) == []

@@ -1,31 +1,42 @@
 """The transactional Kafka sink's protocol: exactly-once writes of micro-batches.
 
 Spark runs a micro-batch whose commit it did not record again after a restart, with the same
-batch id. So each batch of each writer (``KafkaSink.marker``: the job and the topic) is one
-Kafka transaction holding the batch's records and a marker record in ``sparkstate_batches``
-(key: the writer; value: the batch id and its row count):
+batch id. A sink's writer (``KafkaSink.marker``: the job and the topic) has parts: a job's
+main sink is written by the tasks of the batch, part ``i`` by the task of partition ``i``
+(Flink's sink subtasks), each side output by the driver (part 0). Each batch of each part is
+one Kafka transaction holding the part's records and a marker record in
+``sparkstate_batches`` (key: ``KafkaSink.writer(i)``; value: the batch id and its row count):
 
-1. a run starts by initialising its writers' producers under their ``transactional.id``,
-   which is the same in every run: the broker fences off any earlier producer of that id (a
-   zombie run still writing cannot commit any more) and aborts what it left open; then it
-   reads the writer's last marker with ``read_committed``;
-2. a batch at or below that marker was committed by an earlier attempt: it writes nothing;
-3. any other batch begins a transaction, produces its records and its marker, and commits:
-   both become visible to ``read_committed`` readers together, or neither does.
+1. a part starts its batch by initialising its producer under its ``transactional.id``
+   (``sparkstate:<writer>/p<i>``, the same in every run): the broker fences off any earlier
+   producer of that id (a zombie run, or an earlier attempt of the task, cannot commit any
+   more) and aborts what it left open;
+2. a batch at or below the part's last marker was committed by an earlier attempt: the part
+   writes nothing. The run reads every part's last marker before its first batch (after
+   fencing the parts); a retried task reads its own again, since the attempt before it may
+   have committed;
+3. any other batch begins a transaction, produces the part's records and its marker, and
+   commits: both become visible to ``read_committed`` readers together, or neither does.
+
+A replayed batch gives each partition the same rows (the same input, the same state), so a
+part that committed its share of a batch and a part that did not are both right: the first
+writes nothing, the second writes its share once.
 
 Reading the markers waits for every transaction open on the marker topic at the time of the
 read to end (a reader with ``read_committed`` cannot pass an open transaction): a marker
 committed earlier is then always found, whatever other writers are doing.
 
-A writer's top is its LAST marker record (its batch ids only grow, so that is its highest).
-A Kafka topic's records cannot be deleted, so ``sparkstate run --fresh`` (:func:`reset`)
-writes a marker ``{"batch": null, "reset": true}`` that makes the top None again: the new
-checkpoint's batch ids start at 0, and its batches are written, after the old run's records.
+A part's top is its LAST marker record (its batch ids only grow, so that is its highest); a
+writer's top is its parts' highest. A Kafka topic's records cannot be deleted, so
+``sparkstate run --fresh`` (:func:`reset`) writes a marker ``{"batch": null, "reset": true}``
+under the writer's own key that makes every part's top None again: the new checkpoint's batch
+ids start at 0, and its batches are written, after the old run's records.
 
-Invariants: one producer per writer and process (initialising a second would fence the
-first), initialised anew by each run's :func:`prepare`; a failed or fenced producer is
-dropped, and the next batch of its writer fences it and reads the marker again; nothing a
-failed batch sent is visible to ``read_committed``.
+Invariants: on the driver one producer per part and process (initialising a second would
+fence the first), initialised anew by each run's :func:`prepare`; a failed or fenced
+producer is dropped, and the next batch of its part fences it and reads the marker again; a
+task's producer lives for the task; nothing a failed batch sent is visible to
+``read_committed``.
 
 Before anything is sent, a row whose record the broker would refuse on every attempt (larger
 than the producer's ``message.max.bytes``) is taken out of the batch as a dead letter, so a
@@ -38,7 +49,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -62,8 +73,9 @@ DEFAULT_MAX_RECORD_BYTES = 1_000_000
 _lock = threading.Lock()
 #: this process's producer per transactional id (initialised once: initialising again would fence itself)
 _producers: dict[str, Any] = {}
-#: the last batch each writer committed, as read at prepare time and advanced by each commit
-_tops: dict[str, int | None] = {}
+#: the last batch each part of each writer committed, as read at prepare time and advanced by
+#: each commit on the driver
+_tops: dict[str, dict[int, int | None]] = {}
 #: delivery failures of each at-least-once writer's current batch
 _failures: dict[str, list[str]] = {}
 
@@ -115,24 +127,28 @@ def _missing_message(missing: list[str], servers: str) -> str:
     )
 
 
-def _producer(sink: KafkaSink) -> Any:
-    """This process's transactional producer of ``sink``'s writer, initialised (fencing off
-    any earlier producer of its ``transactional.id``)."""
-    from confluent_kafka import KafkaException, Producer
-
+def _producer(sink: KafkaSink, part: int = 0) -> Any:
+    """This process's transactional producer of part ``part`` of ``sink``'s writer,
+    initialised (fencing off any earlier producer of its ``transactional.id``)."""
     with _lock:
-        p = _producers.get(sink.transactional_id)
+        p = _producers.get(sink.transactional_id(part))
         if p is not None:
             return p
-        p = Producer(_producer_config(sink, **{"transactional.id": sink.transactional_id,
-                                               "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS}))
-        try:
-            p.init_transactions(METADATA_TIMEOUT_S)
-        except KafkaException as exc:
-            doing = f"starting the transactions of writer {sink.marker!r}"
-            raise SinkError(unreachable(sink.bootstrap_servers, doing, exc)) from None
-        _producers[sink.transactional_id] = p
+        p = _producers[sink.transactional_id(part)] = _new_transactional(sink, part)
         return p
+
+
+def _new_transactional(sink: KafkaSink, part: int) -> Any:
+    from confluent_kafka import KafkaException, Producer
+
+    p = Producer(_producer_config(sink, **{"transactional.id": sink.transactional_id(part),
+                                           "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS}))
+    try:
+        p.init_transactions(METADATA_TIMEOUT_S)
+    except KafkaException as exc:
+        doing = f"starting the transactions of writer {sink.writer(part)!r}"
+        raise SinkError(unreachable(sink.bootstrap_servers, doing, exc)) from None
+    return p
 
 
 def _producer_config(sink: KafkaSink, **settings: Any) -> dict[str, Any]:
@@ -146,7 +162,7 @@ def _producer_config(sink: KafkaSink, **settings: Any) -> dict[str, Any]:
 def _drop_producer(sink: KafkaSink, producer: Any, key: str | None = None) -> None:
     """Forget ``producer`` (failed or fenced) and what its writer knew; a newer producer of
     the same writer in this process (one that fenced it) is kept."""
-    key = key or sink.transactional_id
+    key = key or sink.transactional_id()
     with _lock:
         if _producers.get(key) is producer:
             _producers.pop(key, None)
@@ -157,59 +173,112 @@ def read_top_marker(
     sink: KafkaSink, timeout_s: float = TRANSACTION_TIMEOUT_MS / 1000 + 30, writer: str | None = None
 ) -> int | None:
     """The last batch ``sink``'s writer (or the writer named ``writer`` in its marker topic)
-    committed (None: none, or a reset since), from the marker topic read with
-    ``read_committed`` up to its end as of now (waiting, at most ``timeout_s``, for
-    transactions open now).
+    committed in any of its parts (None: none, or a reset since): see :func:`read_part_tops`."""
+    tops = [t for t in read_part_tops(sink, timeout_s, writer).values() if t is not None]
+    return max(tops) if tops else None
 
-    The writer's top is its LAST marker record: a writer's batch ids only grow, so that is
-    its highest, except after :func:`reset` (``sparkstate run --fresh``), whose marker record
-    ``{"batch": null, "reset": true}`` makes the top None again (a topic's records cannot be
+
+def read_part_tops(
+    sink: KafkaSink, timeout_s: float = TRANSACTION_TIMEOUT_MS / 1000 + 30, writer: str | None = None
+) -> dict[int, int | None]:
+    """The last batch each part of ``sink``'s writer (or of the writer named ``writer``)
+    committed (None: a reset since), from the whole marker topic read with ``read_committed``
+    up to its end as of now (waiting, at most ``timeout_s``, for transactions open now).
+
+    A part's top is its LAST marker record: its batch ids only grow, so that is its highest,
+    except after :func:`reset` (``sparkstate run --fresh``), whose marker record
+    ``{"batch": null, "reset": true}`` makes it None again (a topic's records cannot be
     deleted, and the new checkpoint's batch ids start at 0)."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    prefix = (writer or sink.marker).encode() + b"/p"
+    tops: dict[int, int | None] = {}
+    with _MarkerReader(sink, timeout_s) as reader:
+        for tp, low, end in reader.partitions():
+            for key, value in reader.read(tp, low, end):
+                if key.startswith(prefix) and key[len(prefix):].isdigit():
+                    tops[int(key[len(prefix):])] = _marker_batch(value, sink)
+    return tops
 
-    servers = sink.bootstrap_servers
-    consumer = Consumer(client_config(servers, sink.options, **{
-        "group.id": "sparkstate-markers", "enable.auto.commit": False, "isolation.level": "read_committed",
-        "auto.offset.reset": "earliest", "allow.auto.create.topics": False}))
-    key = (writer or sink.marker).encode()
-    try:
-        parts = topic_partitions(consumer, sink.marker_topic, servers, "reading the batch markers", SinkError)
-        if not parts:
-            return None
-        top: int | None = None
-        for part in parts:
-            tp = TopicPartition(sink.marker_topic, part)
+
+def read_part_top(sink: KafkaSink, part: int, timeout_s: float = TRANSACTION_TIMEOUT_MS / 1000 + 30) -> int | None:
+    """The last batch part ``part`` of ``sink``'s writer committed (None: none, or a reset
+    since), read from the marker topic's end backwards: a running job's parts write a marker
+    each batch, so the part's last one is among the last records and a task finds it at once."""
+    key = sink.writer(part).encode()
+    found: list[bytes | None] = []
+    with _MarkerReader(sink, timeout_s) as reader:
+        for tp, low, end in reader.partitions():
+            step, top = 256, end
+            while top > low and not found:
+                start = max(low, top - step)
+                found = [value for k, value in reader.read(tp, start, top) if k == key][-1:]
+                top, step = start, step * 4
+            if found:  # a key's records are in one partition
+                return _marker_batch(found[0], sink)
+    return None
+
+
+class _MarkerReader:
+    """Reads the marker topic with ``read_committed``: each partition up to its end as of now
+    (the end ``read_uncommitted`` readers see, past every transaction open now), waiting at
+    most ``timeout_s`` for those transactions to end."""
+
+    def __init__(self, sink: KafkaSink, timeout_s: float) -> None:
+        from confluent_kafka import Consumer
+
+        self.sink, self.timeout_s = sink, timeout_s
+        self.consumer = Consumer(client_config(sink.bootstrap_servers, sink.options, **{
+            "group.id": "sparkstate-markers", "enable.auto.commit": False, "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest", "allow.auto.create.topics": False}))
+
+    def __enter__(self) -> _MarkerReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.consumer.close()
+
+    def partitions(self) -> Iterator[tuple[Any, int, int]]:
+        """(partition, earliest offset, end) of each partition of the marker topic that holds records."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        servers = self.sink.bootstrap_servers
+        parts = topic_partitions(self.consumer, self.sink.marker_topic, servers, "reading the batch markers", SinkError)
+        for part in parts or ():
+            tp = TopicPartition(self.sink.marker_topic, part)
             try:
-                # read_uncommitted's end: every transaction open now lies below it
-                low, end = _high_watermark(sink, tp)
+                low, end = _high_watermark(self.sink, tp)
             except KafkaException as exc:
                 raise SinkError(unreachable(servers, "reading the batch markers", exc)) from None
-            if end <= low:
-                continue
-            consumer.assign([TopicPartition(sink.marker_topic, part, low)])
-            deadline = time.monotonic() + timeout_s
-            pos = low
-            while pos < end:
-                # a short wait: control records (a commit's marker) hold offsets and deliver no message,
-                # so a read of the offsets left may never see as many messages as it asks for
-                for msg in consumer.consume(min(10_000, end - pos), timeout=0.05):
-                    if msg.error() is not None:
-                        continue
-                    pos = max(pos, (msg.offset() or 0) + 1)
-                    if msg.key() == key:
-                        top = _marker_batch(msg.value(), sink)
-                if pos < end:
-                    at = consumer.position([tp])[0].offset
-                    pos = max(pos, at)
-                    if pos < end and time.monotonic() > deadline:
-                        raise SinkError(
-                            f"the batch markers in topic {sink.marker_topic!r} on Kafka at {mask(servers)} stay "
-                            f"unreadable past offset {pos} for {timeout_s:.0f} s: a transaction there is still open. "
-                            "The broker aborts it after its transaction timeout; run again then"
-                        )
-        return top
-    finally:
-        consumer.close()
+            if end > low:
+                yield tp, low, end
+
+    def read(self, tp: Any, start: int, end: int) -> list[tuple[bytes, bytes | None]]:
+        """The committed records (key, value) of offsets ``[start, end)`` of partition ``tp``."""
+        from confluent_kafka import TopicPartition
+
+        self.consumer.assign([TopicPartition(tp.topic, tp.partition, start)])
+        deadline = time.monotonic() + self.timeout_s
+        out: list[tuple[bytes, bytes | None]] = []
+        pos = start
+        while pos < end:
+            # a short wait: control records (a commit's marker) hold offsets and deliver no message,
+            # so a read of the offsets left may never see as many messages as it asks for
+            for msg in self.consumer.consume(min(10_000, end - pos), timeout=0.05):
+                if msg.error() is not None:
+                    continue
+                offset = msg.offset() or 0
+                pos = max(pos, offset + 1)
+                if offset < end:
+                    out.append((msg.key() or b"", msg.value()))
+            if pos < end:
+                pos = max(pos, self.consumer.position([tp])[0].offset)
+                if pos < end and time.monotonic() > deadline:
+                    raise SinkError(
+                        f"the batch markers in topic {self.sink.marker_topic!r} on Kafka at "
+                        f"{mask(self.sink.bootstrap_servers)} stay unreadable past offset {pos} for "
+                        f"{self.timeout_s:.0f} s: a transaction there is still open. The broker aborts it after its "
+                        "transaction timeout; run again then"
+                    )
+        return out
 
 
 def _marker_batch(value: bytes | None, sink: KafkaSink) -> int | None:
@@ -254,23 +323,28 @@ def _topics(sinks: list[KafkaSink]) -> None:
         raise SinkError(_missing_message(missing, servers))
 
 
-def prepare(sinks: list[KafkaSink], last_committed: int | None) -> None:
-    """Check a job's Kafka writers before its first batch: topics there (or created), the
-    transactional producers initialised (zombies fenced) and each writer's markers agreeing
-    with the checkpoint (``last_committed``: its last committed batch id, or None)."""
+def prepare(sinks: list[KafkaSink], last_committed: int | None, parts: Mapping[str, int] | None = None) -> None:
+    """Check a job's Kafka writers before its first batch: topics there (or created), every
+    part's producer initialised (zombies fenced) and each writer's markers agreeing with the
+    checkpoint (``last_committed``: its last committed batch id, or None). ``parts``: the
+    parts of each writer (by ``marker``) that its tasks write (default one, the driver)."""
     if not sinks:
         return
+    parts = parts or {}
     _topics(sinks)
     exact = [s for s in sinks if s.transactional]
     with _lock:  # each run its own producers: one kept from an earlier run may have been fenced since
-        stale = [_producers.pop(s.transactional_id, None) for s in exact]
+        stale = [_producers.pop(s.transactional_id(i), None) for s in exact for i in range(parts.get(s.marker, 1))]
     for p in stale:
         if p is not None:
             p.flush(0)
     for sink in exact:  # all fenced before any marker is read: none of them holds a transaction open
-        _producer(sink)
+        for i in range(parts.get(sink.marker, 1)):
+            _producer(sink, i)
     for sink in exact:
-        top = read_top_marker(sink)
+        tops = read_part_tops(sink)
+        written = [t for t in tops.values() if t is not None]
+        top = max(written) if written else None
         if top is not None and (last_committed is None or top > last_committed + 1):
             have = "has committed no batch" if last_committed is None else f"has committed batches up to {last_committed}"
             raise SinkError(
@@ -281,15 +355,22 @@ def prepare(sinks: list[KafkaSink], last_committed: int | None) -> None:
                 "another writer name (KafkaSink(..., job=...), in a URL &job=...) or write to another topic"
             )
         with _lock:
-            _tops[sink.marker] = top
+            _tops[sink.marker] = tops
+        if sink.marker in parts:  # its tasks write: each task's producer fences the driver's
+            for i in range(parts[sink.marker]):
+                with _lock:
+                    p = _producers.pop(sink.transactional_id(i), None)
+                if p is not None:
+                    p.flush(0)
 
 
-def reset(sink: KafkaSink, restored_ids: tuple[str | None, ...] = ()) -> str | None:
+def reset(sink: KafkaSink, restored_ids: tuple[str | None, ...] = (), parts: int = 1) -> str | None:
     """Forget the batches of ``sink``'s writer and of its writers restored from the savepoints
     ``restored_ids`` (None: the writer of a checkpoint that was not restored), for
     ``sparkstate run --fresh``: a marker record ``{"batch": null, "reset": true}`` per writer,
-    in a transaction of the writer's own (which fences any run of it still writing). Returns
-    the note that the topic's records stay, or None when the sink's topic has none.
+    in a transaction of the writer's own (after fencing its ``parts`` parts and those its
+    markers name: no run of it still writing holds a transaction open). Returns the note that
+    the topic's records stay, or None when the sink's topic has none.
 
     A Kafka topic's records cannot be deleted: the new run writes its batches again after
     them, and readers of the whole topic see both runs' records."""
@@ -304,20 +385,27 @@ def reset(sink: KafkaSink, restored_ids: tuple[str | None, ...] = ()) -> str | N
                         SinkError) is not None:
         writers = {w.marker: w for w in (replace(sink, restored_from=i) for i in (sink.restored_from, *restored_ids))}
         for _, writer in sorted(writers.items()):
-            p = _producer(writer)  # first: a run of it still writing holds no transaction open any more
-            if read_top_marker(writer) is None:
+            for i in range(parts):
+                _producer(writer, i)  # first: a run of it still writing holds no transaction open any more
+            tops = read_part_tops(writer)
+            for i in tops:
+                _producer(writer, i)
+            written = sorted(i for i, t in tops.items() if t is not None)
+            if not written:
                 continue
+            p = _producer(writer)
             try:
                 p.begin_transaction()
-                marker = json.dumps({"writer": writer.marker, "batch": None, "reset": True, "topic": writer.topic})
-                p.produce(writer.marker_topic, marker.encode(), writer.marker.encode())
+                for i in written:
+                    marker = json.dumps({"writer": writer.writer(i), "batch": None, "reset": True, "topic": writer.topic})
+                    p.produce(writer.marker_topic, marker.encode(), writer.writer(i).encode())
                 p.commit_transaction(COMMIT_TIMEOUT_S)
             except KafkaException as exc:
                 _drop_producer(writer, p)
                 raise SinkError(unreachable(writer.bootstrap_servers, f"resetting the markers of writer "
                                                                       f"{writer.marker!r}", exc)) from None
             with _lock:
-                _tops[writer.marker] = None
+                _tops[writer.marker] = dict.fromkeys(tops)
     return _kept_note(sink, _records_in(sink))
 
 
@@ -378,11 +466,8 @@ def _produce_all(p: Any, topic: str, values: list[bytes], keys: list[bytes | Non
     return n
 
 
-def commit_batch(sink: KafkaSink, data: pa.Table, batch_id: int) -> BatchOutcome:
-    """Write micro-batch ``batch_id`` (exactly-once: in one transaction with its marker; a
-    batch already committed writes nothing)."""
-    from confluent_kafka import KafkaError, KafkaException
-
+def _records(sink: KafkaSink, data: pa.Table | pa.RecordBatch) -> tuple[list[bytes], list[bytes | None], set[int], list[dict]]:
+    """``data``'s rows as records (values, keys), the rows refused (a dead letter each) by index."""
     values, keys, dead = encode(data, tuple(sink.key))
     limit = _max_bytes(sink) - 512  # room for the record's own framing
     refused = {i for i, d in enumerate(values) if not d}
@@ -392,63 +477,133 @@ def commit_batch(sink: KafkaSink, data: pa.Table, batch_id: int) -> BatchOutcome
             dead.append({"raw": v[:1000].decode("utf-8", "replace") + "...",
                          "reason": f"row {i} is {len(v):,} bytes as a record, more than the sink's record limit "
                                    f"({limit:,} bytes; librdkafka's message.max.bytes)"})
+    return values, keys, refused, dead
+
+
+def _failure(sink: KafkaSink, p: Any, exc: BaseException, batch_id: int, part: int) -> SinkError | None:
+    """After ``exc`` in part ``part``'s transaction: the transaction aborted (or left to the
+    broker's timeout) and the error to raise (None: ``exc`` is not Kafka's, raise it)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    err: Any = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    code = err.code() if err is not None and hasattr(err, "code") else None
+    fatal = bool(err is not None and hasattr(err, "fatal") and err.fatal())
+    fenced = code in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH) or (
+        fatal and "fenced" in str(err.str() if hasattr(err, "str") else err).lower())
+    if not fatal:
+        try:  # what the batch wrote stays invisible to read_committed readers either way
+            p.abort_transaction(METADATA_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - the broker aborts it after its timeout
+            pass
+    if not isinstance(exc, KafkaException):
+        return None
+    if fenced:
+        return SinkError(
+            f"writer {sink.writer(part)!r} of topic {sink.topic!r} was fenced off by a newer run of the same job (the "
+            f"same transactional.id): this run is a zombie, and it did not commit batch {batch_id}. Only one run of a "
+            "job may write"
+        )
+    return SinkError(
+        f"writing batch {batch_id} to topic {sink.topic!r} on Kafka at {mask(sink.bootstrap_servers)} failed: "
+        f"{reason(exc)}. Its transaction is aborted (or the broker aborts it): nothing of the batch is visible to "
+        "read_committed readers, and the next run writes it again"
+    )
+
+
+def _transaction(p: Any, sink: KafkaSink, part: int, batch_id: int, chunks: Iterable[tuple[list, list, set]]) -> int:
+    """One part's batch in one transaction: its records, then its marker; committed."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    p.begin_transaction()
+    written = sum(_produce_all(p, sink.topic, values, keys, refused) for values, keys, refused in chunks)
+    marker = json.dumps({"writer": sink.writer(part), "batch": batch_id, "rows": written, "topic": sink.topic})
+    p.produce(sink.marker_topic, marker.encode(), sink.writer(part).encode())
+    if p.flush(COMMIT_TIMEOUT_S):  # the records at the broker, in the open transaction
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"records still unsent after {COMMIT_TIMEOUT_S:.0f} s"))
+    fault_point(SINK_ROWS_WRITTEN)
+    p.commit_transaction(COMMIT_TIMEOUT_S)
+    return written
+
+
+def commit_batch(sink: KafkaSink, data: pa.Table, batch_id: int) -> BatchOutcome:
+    """Write micro-batch ``batch_id`` from the driver, as part 0 of ``sink``'s writer
+    (exactly-once: in one transaction with its marker; a batch already committed writes nothing)."""
+    values, keys, refused, dead = _records(sink, data)
     if not sink.transactional:
-        return _write_at_least_once(sink, values, keys, refused, dead, batch_id)
+        return _write_at_least_once(sink, [(values, keys, refused)], dead, batch_id)
     with _lock:
         known = sink.marker in _tops
-        top = _tops.get(sink.marker)
+        top = (_tops.get(sink.marker) or {}).get(0)
     if not known:  # not prepared by this run (a sink bound late): fence, then read its last marker
         _topics([sink])
         _producer(sink)
-        top = read_top_marker(sink)
+        tops = read_part_tops(sink)
+        top = tops.get(0)
         with _lock:
-            _tops[sink.marker] = top
+            _tops[sink.marker] = tops
     if top is not None and batch_id <= top:
         return BatchOutcome(None, dead)
     p = _producer(sink)
     try:
-        p.begin_transaction()
-        written = _produce_all(p, sink.topic, values, keys, refused)
-        marker = json.dumps({"writer": sink.marker, "batch": batch_id, "rows": written, "topic": sink.topic})
-        p.produce(sink.marker_topic, marker.encode(), sink.marker.encode())
-        if p.flush(COMMIT_TIMEOUT_S):  # the records at the broker, in the open transaction
-            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "records still unsent after "
-                                            f"{COMMIT_TIMEOUT_S:.0f} s"))
-        fault_point(SINK_ROWS_WRITTEN)
-        p.commit_transaction(COMMIT_TIMEOUT_S)
+        written = _transaction(p, sink, 0, batch_id, [(values, keys, refused)])
     except BaseException as exc:
-        err: Any = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
-        code = err.code() if err is not None and hasattr(err, "code") else None
-        fatal = bool(err is not None and hasattr(err, "fatal") and err.fatal())
-        fenced = code in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH) or (
-            fatal and "fenced" in str(err.str() if hasattr(err, "str") else err).lower())
-        if not fatal:
-            try:  # what the batch wrote stays invisible to read_committed readers either way
-                p.abort_transaction(METADATA_TIMEOUT_S)
-            except Exception:  # noqa: BLE001 - the broker aborts it after its timeout
-                pass
         _drop_producer(sink, p)
-        if not isinstance(exc, KafkaException):
+        error = _failure(sink, p, exc, batch_id, 0)
+        if error is None:
             raise
-        if fenced:
-            raise SinkError(
-                f"writer {sink.marker!r} of topic {sink.topic!r} was fenced off by a newer run of the same job (the same "
-                f"transactional.id): this run is a zombie, and it did not commit batch {batch_id}. Only one run of a "
-                "job may write"
-            ) from None
-        raise SinkError(
-            f"writing batch {batch_id} to topic {sink.topic!r} on Kafka at {mask(sink.bootstrap_servers)} failed: "
-            f"{reason(exc)}. Its transaction is aborted (or the broker aborts it): nothing of the batch is visible to "
-            "read_committed readers, and the next run writes it again"
-        ) from None
+        raise error from None
     with _lock:
-        _tops[sink.marker] = batch_id
+        _tops.setdefault(sink.marker, {})[0] = batch_id
     return BatchOutcome(written, dead)
 
 
+def write_part(sink: KafkaSink, part: int, batch_id: int, data: Iterable[pa.RecordBatch]) -> list[dict]:
+    """Write part ``part`` of micro-batch ``batch_id`` (the rows of one partition, in the task
+    that computed them); returns the dead letters of rows that cannot be records.
+
+    Exactly-once: a producer of the part's own ``transactional.id`` for this task (which
+    fences every earlier one: an earlier attempt of the task, a zombie run), then the part's
+    last marker (:func:`read_part_top`; a task retried by Spark, or a batch replayed after a
+    crash, may find its part written), then the batch with its marker in one transaction.
+    At-least-once: records flushed, no marker."""
+    dead: list[dict] = []
+
+    def records() -> Iterator[tuple[list, list, set]]:  # encoded as the rows arrive
+        for b in data:
+            if b.num_rows:
+                values, keys, refused, row_dead = _records(sink, b)
+                dead.extend(row_dead)
+                yield values, keys, refused
+
+    if not sink.transactional:
+        _write_at_least_once(sink, records(), dead, batch_id)
+        return dead
+    p = _new_transactional(sink, part)
+    try:
+        top = read_part_top(sink, part)
+        if top is not None and batch_id <= top:
+            for _ in records():  # written by an earlier attempt: its dead letters are the batch's all the same
+                pass
+            return dead
+        try:
+            _transaction(p, sink, part, batch_id, records())
+        except BaseException as exc:
+            error = _failure(sink, p, exc, batch_id, part)
+            if error is None:
+                raise
+            raise error from None
+        return dead
+    finally:
+        try:
+            p.flush(0)
+        except Exception:  # noqa: BLE001 - a fenced or failed producer: the error above says so
+            pass
+
+
 def _write_at_least_once(
-    sink: KafkaSink, values: list[bytes], keys: list[bytes | None], refused: set[int], dead: list[dict], batch_id: int
+    sink: KafkaSink, records: Iterable[tuple[list, list, set]], dead: list[dict], batch_id: int
 ) -> BatchOutcome:
+    """The records flushed by this process's plain producer of ``sink`` (kept between batches)."""
     from confluent_kafka import Producer
 
     with _lock:
@@ -462,7 +617,7 @@ def _write_at_least_once(
                     failures.append(err.str())
 
             p = _producers[sink.marker] = Producer(_producer_config(sink, on_delivery=delivered))
-    written = _produce_all(p, sink.topic, values, keys, refused)
+    written = sum(_produce_all(p, sink.topic, values, keys, refused) for values, keys, refused in records)
     left = p.flush(COMMIT_TIMEOUT_S)
     if left or failures:
         _drop_producer(sink, p, key=sink.marker)

@@ -35,11 +35,12 @@ class KafkaSink:
     one column's text, or a JSON object of several; records of one key land in one partition
     (Kafka's Java partitioner, murmur2). No key: records are spread over the partitions.
 
-    ``guarantee="exactly-once"`` (default): each micro-batch's records and a marker
-    ``(writer, batch id)`` in topic ``sparkstate_batches`` are written in one Kafka
-    transaction, under a ``transactional.id`` that is the same for every run of the job, so a
-    new run fences off an old one still writing (a "zombie") and aborts what it left open; a
-    batch replayed after a crash finds its marker and writes nothing. Readers with
+    ``guarantee="exactly-once"`` (default): each partition of a micro-batch is written by its
+    task, its records and a marker ``(writer part, batch id)`` in topic ``sparkstate_batches``
+    in one Kafka transaction, under a ``transactional.id`` per partition that is the same for
+    every run of the job, so a new run (or task attempt) fences off an old one still writing
+    (a "zombie") and aborts what it left open; a batch replayed after a crash finds the markers
+    of the partitions it committed and writes only the others. Readers with
     ``isolation.level=read_committed`` see each batch exactly once; readers with
     ``read_uncommitted`` (the default of most clients) also see records of transactions that
     were later aborted (a batch that failed, whose replay writes its records again).
@@ -103,9 +104,13 @@ class KafkaSink:
         topic, plus ``#<savepoint id>`` for a checkpoint restored from a savepoint."""
         return f"{self.job}@{self.topic}" + (f"#{self.restored_from}" if self.restored_from else "")
 
-    @property
-    def transactional_id(self) -> str:
-        return f"sparkstate:{self.marker}"
+    def writer(self, part: int = 0) -> str:
+        """Part ``part``'s name in the markers: a job's main sink is written by each partition
+        of the batch (``part`` its index), a side output by the driver (part 0)."""
+        return f"{self.marker}/p{part}"
+
+    def transactional_id(self, part: int = 0) -> str:
+        return f"sparkstate:{self.writer(part)}"
 
     def describe(self) -> str:
         key = f", key {','.join(self.key)}" if self.key else ""
