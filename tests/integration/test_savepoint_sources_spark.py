@@ -124,7 +124,8 @@ def test_a_restored_list_source_resumes_after_the_savepoints_batch_end_of_input_
     full = MemorySink()
     result = remind_job(full).run(checkpoint_dir=tmp_path / "full", spark=spark)
     # three batches of events, the end-of-input marker's, and the final one that fires the rest
-    assert result.completed and result.batches == 5 and result.events == 5
+    # (batches 0 to 4; Spark may start one more, without data, before the run stops the query)
+    assert result.completed and result.batches in (5, 6) and result.events == 5
     # after the end-of-input marker's batch, before the final one: the restored run is that batch
     take_savepoint(str(tmp_path / "full"), target=str(tmp_path / "sp"), batch=3, spark=spark)
     sink = MemorySink()
