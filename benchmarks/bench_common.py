@@ -32,3 +32,27 @@ def run_child(script: Path, args: list[str]) -> dict | list:
     if proc.returncode != 0:
         raise SystemExit(f"benchmark step failed: {' '.join(args)}\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def mb(n: float | None) -> str:
+    """Bytes as megabytes for a table ("-" when unknown)."""
+    return "-" if n is None else f"{n / 2**20:,.1f} MB"
+
+
+def progress_until_read(query, events: int) -> list[dict]:
+    """The progress of a running Spark query (one of sparkstate's sources) until its source has
+    read ``events`` offsets; the query is stopped then, or on failure."""
+    import time
+
+    from sparkstate.runtime.spark_sources import source_offset
+
+    try:
+        while True:
+            progress = [p if isinstance(p, dict) else json.loads(p.json) for p in query.recentProgress]
+            if progress and source_offset(progress[-1]["sources"][0]) == events:
+                return progress
+            if not query.isActive:
+                raise RuntimeError(f"query stopped: {query.exception()}")
+            time.sleep(0.05)
+    finally:
+        query.stop()

@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import measure, run_child
+from bench_common import mb, measure, run_child
 from keyed_state import _figures  # what a throughput row shows, as in the keyed-state benchmark
 
 HERE = Path(__file__).resolve()
@@ -151,9 +151,6 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _mb(n: float | None) -> str:
-    return "-" if n is None else f"{n / 2**20:,.1f} MB"
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -225,7 +222,7 @@ def main() -> None:
             results[engine] = r
             table.add_row(
                 name, f"{r['events']:,}", str(r["batches"]), f"{r['seconds']:.1f}", f"{r['events'] / r['seconds']:,.0f}",
-                f"{r['steady']:,.0f}" if r.get("steady") else "-", _mb(r["peak_bytes"]), f"{cpu:.1f}",
+                f"{r['steady']:,.0f}" if r.get("steady") else "-", mb(r["peak_bytes"]), f"{cpu:.1f}",
             )
         console.print(table)
         base = results.get("generator")

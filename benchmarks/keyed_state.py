@@ -40,7 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import measure, run_child
+from bench_common import mb, measure, progress_until_read, run_child
 
 HERE = Path(__file__).resolve()
 OUTPUT = "merchant_id string, count bigint, total double"
@@ -165,7 +165,7 @@ class _PandasRunningSum:
 
 
 def _run_baseline(spark, kind: str, events: int, keys: int, max_batch: int, ckpt: Path) -> dict:
-    from sparkstate.runtime.spark_sources import source_offset, spark_source
+    from sparkstate.runtime.spark_sources import spark_source
 
     df = spark_source(_generator(events, keys, max_batch)).raw(spark, None).select("merchant_id", "amount")
     grouped = df.groupBy("merchant_id")
@@ -175,16 +175,7 @@ def _run_baseline(spark, kind: str, events: int, keys: int, max_batch: int, ckpt
         out = grouped.transformWithStateInPandas(_PandasRunningSum.make(), OUTPUT, "Append", "None")
     started = time.monotonic()
     query = out.writeStream.format("noop").option("checkpointLocation", str(ckpt)).trigger(processingTime="0 seconds").start()
-    try:
-        while True:
-            progress = [p if isinstance(p, dict) else json.loads(p.json) for p in query.recentProgress]
-            if progress and source_offset(progress[-1]["sources"][0]) == events:
-                break
-            if not query.isActive:
-                raise RuntimeError(f"baseline query stopped: {query.exception()}")
-            time.sleep(0.1)
-    finally:
-        query.stop()
+    progress = progress_until_read(query, events)
     seconds = time.monotonic() - started
     data = [p for p in progress if p["numInputRows"]]
     steady = None
@@ -311,10 +302,6 @@ def _child(args: list[str]) -> dict:
     return run_child(HERE, args)  # type: ignore[return-value]
 
 
-def _mb(n: float | None) -> str:
-    return "-" if n is None else f"{n / 2**20:,.1f} MB"
-
-
 def _dedup(console, args: argparse.Namespace, common: list[str]) -> None:
     from rich.table import Table
 
@@ -324,7 +311,7 @@ def _dedup(console, args: argparse.Namespace, common: list[str]) -> None:
     for col in ("events", "wall s", "events/s", "events/s after 1st batch", "peak memory", "state entries at the end"):
         table.add_column(col, justify="right")
     table.add_row(f"{r['events']:,}", f"{r['seconds']:.1f}", f"{r['events'] / r['seconds']:,.0f}",
-                  f"{r['steady']:,.0f}" if r.get("steady") else "-", _mb(r["peak_bytes"]),
+                  f"{r['steady']:,.0f}" if r.get("steady") else "-", mb(r["peak_bytes"]),
                   f"{r['state_keys']:,}" if r.get("state_keys") is not None else "-")
     console.print(table)
 
@@ -390,7 +377,7 @@ def main() -> None:
         results[name] = r
         table.add_row(
             name, f"{r['events']:,}", f"{r['seconds']:.1f}", f"{r['events'] / r['seconds']:,.0f}",
-            f"{r['steady']:,.0f}" if r.get("steady") else "-", _mb(r["peak_bytes"]),
+            f"{r['steady']:,.0f}" if r.get("steady") else "-", mb(r["peak_bytes"]),
         )
     console.print(table)
     ours = results["sparkstate (RocksDB)"]
@@ -422,9 +409,9 @@ def main() -> None:
             rocks = backend == "rocksdb"
             sweep.add_row(
                 backend, f"{r['state_keys']:,}", f"{r['load_ms']:,}", f"{r['batch_ms']:,.0f}", f"{r['state_rows'] or 0:,}",
-                _mb(r["state_bytes"]), f"{r['state_updated'] or 0:,.0f}",
+                mb(r["state_bytes"]), f"{r['state_updated'] or 0:,.0f}",
                 f"{r['gets']:,.0f}" if rocks else "-", f"{r['puts']:,.0f}" if rocks else "-",
-                _mb(r["written"]) if rocks else "-",
+                mb(r["written"]) if rocks else "-",
             )
     console.print(sweep)
 

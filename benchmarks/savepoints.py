@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import run_child
+from bench_common import mb, run_child
 
 HERE = Path(__file__).resolve()
 NEW_EVENTS = 10_000
@@ -125,9 +125,6 @@ def child_state(args: argparse.Namespace) -> dict:
 # --------------------------------------------------------------------------- parent side
 
 
-def _mb(n: float | None) -> str:
-    return "-" if n is None else f"{n / 2**20:,.1f} MB"
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -171,9 +168,9 @@ def main() -> None:
         write.add_column(col, justify="left" if col == "state" else "right")
     for r in results:
         write.add_row(
-            r["kind"], f"{r['events']:,}", f"{r['build_s']:.1f}", f"{r['keys']:,}", f"{r['files']:,}", _mb(r["bytes"]),
+            r["kind"], f"{r['events']:,}", f"{r['build_s']:.1f}", f"{r['keys']:,}", f"{r['files']:,}", mb(r["bytes"]),
             f"{r['write_s']:.1f}", f"{r['bytes'] / 2**20 / r['write_s']:,.1f}", f"{r['keys'] / r['write_s']:,.0f}",
-            _mb(r["checkpoint_bytes"]),
+            mb(r["checkpoint_bytes"]),
         )
     console.print(write)
     restore = Table(title=f"Restore to the first committed batch (which also reads {NEW_EVENTS:,} new events)",

@@ -112,3 +112,42 @@ def test_files_of_json_lines_run_exactly_once_across_runs(spark, checkpoint, tmp
     job, sink, dead = running_sum(source, "hashmap")
     result = job.run(checkpoint_dir=checkpoint, spark=spark, timeout=180, until=lambda r: r.events >= 1)
     assert totals(sink) == [("m2", 2, 3.5)] and dead.rows() == []  # the old files are not read again
+
+
+def test_a_batch_of_several_files_reaches_each_key_in_the_files_order(spark, checkpoint, tmp_path):
+    """Spark packs a micro-batch's files into partitions largest first; each key still sees the
+    batch's lines by file modification time, then path, each file's lines in order (the model
+    below), through FileSource and through a DataFrameSource of Spark's JSON file source."""
+    from sparkstate import DataFrameSource
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    sizes = [3, 40, 10, 25, 5, 30, 12, 2]  # the largest first would be another order
+    files = []
+    for i, n in enumerate(sizes):
+        name = f"{'ba'[i % 2]}{i}.json"
+        when = 1_700_000_000 + i // 2  # pairs share a modification time: then the path decides
+        lines = [{"merchant_id": f"m{j % 3}", "amount": float(i * 1000 + j)} for j in range(n)]
+        files.append((when, str(folder / name), lines))
+        path = tmp_path / name
+        path.write_text("\n".join(json.dumps(e) for e in lines) + "\n")
+        os.utime(path, (when, when))
+        path.rename(folder / name)
+    model: dict[str, list[tuple[int, float]]] = {}
+    totals_so_far: dict[str, tuple[int, float]] = {}
+    for _, _, lines in sorted(files):
+        for e in lines:
+            count, total = totals_so_far.get(e["merchant_id"], (0, 0.0))
+            totals_so_far[e["merchant_id"]] = (count + 1, total + e["amount"])
+            model.setdefault(e["merchant_id"], []).append(totals_so_far[e["merchant_id"]])
+    schema = "merchant_id string, amount double"
+    events = sum(sizes)
+    for name, source in (
+        ("files", FileSource(str(folder), schema, max_files_per_trigger=4)),
+        ("dataframe", DataFrameSource(lambda s: s.readStream.schema(schema).option("maxFilesPerTrigger", 4).json(str(folder)))),
+    ):
+        job, sink, _ = running_sum(source)
+        result = job.run(checkpoint_dir=checkpoint / name, spark=spark, timeout=180, until=lambda r: r.events >= events)
+        assert len(result.progress) >= 2, name  # several files in each batch
+        got = {k: [(c, t) for _, c, t in rows] for k, rows in per_key(totals(sink)).items()}
+        assert got == model, name

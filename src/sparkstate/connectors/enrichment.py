@@ -76,11 +76,9 @@ class MerchantProfiles(Generator):
     def _columns(self, v: dict[str, np.ndarray], event_ms: np.ndarray) -> list[pa.Array]:
         offset = v["offset"]
         merchant = np.where(offset < self.merchants, offset, v["merchant"])
-        width = max(6, len(str(self.merchants - 1)))
-        names = np.char.add("merchant ", np.char.zfill(merchant.astype(str), width))
         return [
-            _ids("m", self.merchants).take(pa.array(merchant)),
-            pa.array(names, pa.string()),
+            _ids("m", merchant, self.merchants),
+            _ids("merchant ", merchant, self.merchants),
             pa.array(np.array(MERCHANT_CATEGORIES, dtype=object)[merchant % len(MERCHANT_CATEGORIES)], pa.string()),
             pa.array(np.array(RISK_TIERS, dtype=object)[v["tier"]], pa.string()),
             pa.array(v["limit"], pa.float64()),

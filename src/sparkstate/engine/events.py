@@ -9,6 +9,14 @@ produce packed rows directly; any other streaming DataFrame is packed by a ``map
 step. ``(part, seq)`` restores arrival order in the operator: a key's events keep the order of
 their source partition, and partitions follow each other in index order.
 
+Files are the exception: Spark's file source packs a micro-batch's files into partitions
+largest first, so partition order is not the files' order. Rows read from files carry their
+file (:data:`FILE_COLUMNS`: path, modification time, the split's start), and their blobs an
+*order key* (:func:`file_order`) in their schema metadata: the operator takes blobs by
+``(order key, part, seq)``, so a key's events arrive in the order a user expects of a batch's
+files: by modification time, then path, each file's lines in order. Blobs without an order
+key (every other source) sort as before.
+
 The key group of a key is ``hash(key) mod key_groups`` with pandas' stable ``hash_array``
 (SipHash for strings), computed here in Python so that the harness and the savepoint tools
 compute the same groups without Spark. Timestamp columns become epoch milliseconds (ints) on
@@ -51,6 +59,17 @@ PACKED_ARROW_SCHEMA = pa.schema(
 
 #: Schema metadata that marks a packed blob of dead letters (``raw, reason``), not events.
 DEAD_LETTER_METADATA = {b"sparkstate": b"dead_letters"}
+#: Schema metadata of a blob read from a file: where its rows come in the batch (:func:`file_order`)
+ORDER_METADATA = b"sparkstate_order"
+#: The columns a packing step's input may carry with each row's file: its path, modification
+#: time (a timestamp) and the start of its split in bytes (Spark's ``_metadata`` fields)
+FILE_COLUMNS = ("__sparkstate_file", "__sparkstate_file_mtime", "__sparkstate_file_start")
+
+
+def file_order(path: str, mtime_ms: int, start: int) -> bytes:
+    """A key that sorts (as bytes) like ``(mtime_ms, path, start)``: the order of a batch's
+    files (oldest first, then by path) and of a file's splits."""
+    return b"%020d\x00%s\x00%020d" % (max(0, mtime_ms), path.encode("utf-8", "surrogatepass"), max(0, start))
 DEAD_LETTER_ARROW_SCHEMA = pa.schema([("raw", pa.string()), ("reason", pa.string())], metadata=DEAD_LETTER_METADATA)
 
 #: Event time of the row a bounded source appends after its last event. It lifts Spark's
@@ -248,7 +267,7 @@ class Packer:
 
     def pack(
         self, batch: pa.RecordBatch, part: int, seq: int, now: int | None = None,
-        raws: Sequence[str] | None = None, dead: Sequence[DeadLetter] = (),
+        raws: Sequence[str] | None = None, dead: Sequence[DeadLetter] = (), order: bytes | None = None,
     ) -> pa.RecordBatch | None:
         """One input batch as packed rows (None when it leaves none).
 
@@ -256,7 +275,8 @@ class Packer:
         MAX_EVENT_TIME_MS]`` or more than ``max_ahead_ms`` ahead of ``now`` (the batch's
         processing time, epoch ms), become dead letters: ``raws`` (when given) is each event's
         text as read, else the event is written as JSON. They, and ``dead`` (records the
-        caller rejected before), follow the events as one dead-letter row.
+        caller rejected before), follow the events as one dead-letter row. ``order``: the
+        rows' :func:`file_order` key, when they come from one file.
         """
         body = self._prepare(batch) if batch.num_rows else batch
         times = self._event_times(body) if batch.num_rows else None
@@ -270,9 +290,11 @@ class Packer:
                 dead.append({"raw": raw, "reason": reason})
             body = body.filter(pa.array(~bad))
             times = times[~bad] if times is not None else None
+        if order is not None and body.num_rows:
+            body = body.replace_schema_metadata({ORDER_METADATA: order})
         packed = self._pack_events(body, times, part, seq) if body.num_rows else None
         if dead:
-            row = dead_letter_row(dead, part, seq)
+            row = dead_letter_row(dead, part, seq, order)
             packed = row if packed is None else pa.concat_batches([packed, row])
         return packed
 
@@ -283,7 +305,7 @@ class Packer:
             kgs = (hash_keys([body.column(c) for c in self.key_columns]) % np.uint64(self.key_groups)).astype(np.int32)
         order = np.argsort(kgs, kind="stable")
         kgs = kgs[order]
-        body = body.take(pa.array(order))
+        body = body.take(pa.array(order))  # keeps the schema's metadata (a file's order key)
         starts = np.flatnonzero(np.r_[True, kgs[1:] != kgs[:-1]])
         ends = np.r_[starts[1:], len(kgs)]
         blobs = [_ipc(body.slice(s, e - s)) for s, e in zip(starts, ends)]
@@ -310,24 +332,28 @@ class Packer:
 
     def pack_all(self, batches: Iterable[pa.RecordBatch], part: int) -> Iterator[pa.RecordBatch]:
         """Batches of events; a column :data:`NOW_COLUMN`, when there, is the batch's
-        processing time (taken off before packing)."""
+        processing time, and :data:`FILE_COLUMNS` each row's file (taken off before packing)."""
         seq = 0
         for batch in batches:
             batch, now = take_now(batch)
-            packed = self.pack(batch, part, seq, now)
-            if packed is not None:
-                seq += 1
-                yield packed
+            for piece, order in by_file(batch):
+                packed = self.pack(piece, part, seq, now, order=order)
+                if packed is not None:
+                    seq += 1
+                    yield packed
 
     def pack_lines(self, parser: Any, batches: Iterable[pa.RecordBatch], part: int) -> Iterator[pa.RecordBatch]:
         """Batches of text lines (first column) parsed by ``parser`` (a ``LineParser``) and
         packed; the lines that are not events follow their batch as a dead-letter row."""
-        for seq, batch in enumerate(batches):
+        seq = 0
+        for batch in batches:
             batch, now = take_now(batch)
-            events, dead, raws = parser.parse(batch.column(0).to_pylist(), with_raw=True)
-            packed = self.pack(events, part, seq, now, raws, dead)
-            if packed is not None:
-                yield packed
+            for piece, order in by_file(batch):
+                events, dead, raws = parser.parse(piece.column(0).to_pylist(), with_raw=True)
+                packed = self.pack(events, part, seq, now, raws, dead, order)
+                seq += 1
+                if packed is not None:
+                    yield packed
 
 
 #: The column a packing step's input may carry with the batch's processing time (Spark's
@@ -349,11 +375,36 @@ def take_now(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, int | None]:
     return batch.remove_column(i), now
 
 
-def dead_letter_row(dead: list[DeadLetter], part: int, seq: int) -> pa.RecordBatch:
+def by_file(batch: pa.RecordBatch) -> Iterator[tuple[pa.RecordBatch, bytes | None]]:
+    """``batch`` without :data:`FILE_COLUMNS`, in runs of rows of one file split each with its
+    :func:`file_order` key (a Spark partition reads its splits one after another); the whole
+    batch and None when it has no such columns."""
+    if batch.schema.get_field_index(FILE_COLUMNS[0]) < 0:
+        yield batch, None
+        return
+    paths, mtimes, starts = (batch.column(batch.schema.get_field_index(c)) for c in FILE_COLUMNS)
+    body = batch.drop_columns(list(FILE_COLUMNS))
+    if not batch.num_rows:
+        return
+    mtime_ms = _to_millis(mtimes) if pa.types.is_timestamp(mtimes.type) else mtimes
+    n = batch.num_rows
+    if paths[0] == paths[n - 1] and starts[0] == starts[n - 1]:
+        bounds = [0, n]  # a split's rows are contiguous: one split from the first row to the last
+    else:
+        moved = pc.or_(pc.not_equal(paths.slice(1), paths.slice(0, n - 1)), pc.not_equal(starts.slice(1), starts.slice(0, n - 1)))
+        bounds = [0, *(np.flatnonzero(moved.to_numpy(zero_copy_only=False)) + 1).tolist(), n]
+    for lo, hi in zip(bounds, bounds[1:]):
+        yield body.slice(lo, hi - lo), file_order(paths[lo].as_py(), int(mtime_ms[lo].as_py() or 0), int(starts[lo].as_py() or 0))
+
+
+def dead_letter_row(dead: list[DeadLetter], part: int, seq: int, order: bytes | None = None) -> pa.RecordBatch:
     """Records a source rejected (``{"raw", "reason"}`` dicts) as one packed row: key group 0,
-    no event time, the blob marked as dead letters (see the module docs)."""
+    no event time, the blob marked as dead letters (see the module docs), with its file's
+    order key when it has one."""
     rows = [{"raw": _utf8(d.get("raw")), "reason": _utf8(d.get("reason"))} for d in dead]
-    blob = _ipc(pa.RecordBatch.from_pylist(rows, schema=DEAD_LETTER_ARROW_SCHEMA))
+    schema = DEAD_LETTER_ARROW_SCHEMA if order is None else DEAD_LETTER_ARROW_SCHEMA.with_metadata(
+        {**DEAD_LETTER_ARROW_SCHEMA.metadata, ORDER_METADATA: order})
+    blob = _ipc(pa.RecordBatch.from_pylist(rows, schema=schema))
     return pa.RecordBatch.from_pylist(
         [{"kg": 0, "part": part, "seq": seq, "ts": None, "blob": blob}], schema=PACKED_ARROW_SCHEMA
     )
@@ -484,15 +535,18 @@ def unpack_events(packed: Iterable[tuple[int, int, bytes | None]]) -> EventColum
     """``(part, seq, blob)`` rows back to events, in arrival order: columns when every blob
     has the same columns (always, for one source), else a list of event dicts. Dead-letter
     blobs are not events: their rows go to the result's ``dead_letters``."""
+    opened = []
+    for part, seq, blob in packed:
+        if blob is not None:
+            table = pa.ipc.open_stream(blob).read_all()
+            meta = table.schema.metadata or {}
+            opened.append((meta.get(ORDER_METADATA, b""), part, seq, table, meta.get(b"sparkstate")))
     tables, dead = [], []
-    for _, _, blob in sorted(packed, key=lambda r: (r[0], r[1])):
-        if blob is None:
-            continue
-        table = pa.ipc.open_stream(blob).read_all()
-        if (table.schema.metadata or {}).get(b"sparkstate") == DEAD_LETTER_METADATA[b"sparkstate"]:
+    for *_, table, mark in sorted(opened, key=lambda r: r[:3]):
+        if mark == DEAD_LETTER_METADATA[b"sparkstate"]:
             dead.extend(table.to_pylist())
         else:
-            tables.append(table)
+            tables.append(table.replace_schema_metadata(None) if table.schema.metadata else table)
     first = tables[0].schema if tables else None
     result: EventColumns | EventList
     if first is None:

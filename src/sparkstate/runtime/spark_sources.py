@@ -43,7 +43,7 @@ from sparkstate.connectors.sources import (
     ListSource,
     SocketSource,
 )
-from sparkstate.engine.events import END_OF_INPUT_MS, NOW_COLUMN, PACKED_SCHEMA, Packer, end_of_input_row
+from sparkstate.engine.events import END_OF_INPUT_MS, FILE_COLUMNS, NOW_COLUMN, PACKED_SCHEMA, Packer, end_of_input_row
 from sparkstate.errors import JobDefinitionError, SourceError
 
 GENERATOR_FORMAT = "sparkstate_generator"
@@ -659,7 +659,7 @@ class _Lines(_Binding):
 
     def packed(self, spark: Any, job: Any, marker: bool, scratch_dir: str | None, start: dict | None = None) -> Any:
         assigner = job.watermark.timestamp_assigner if job.watermark else None
-        lines = with_now(self._skip_read(self.raw(spark, scratch_dir), resumes(self.spec, start)).select("value"), job)
+        lines = with_now(self._lines(self._skip_read(self.raw(spark, scratch_dir), resumes(self.spec, start))), job)
         # with a timestamp assigner, event time is the function's business, not a column's
         parser = self.spec.parser(job.key_columns, None if assigner else job.timestamp_column)
         packer = make_packer(
@@ -671,6 +671,10 @@ class _Lines(_Binding):
     def _skip_read(self, df: Any, start: dict | None) -> Any:
         """A socket cannot be read again: a restored run reads what the server sends next."""
         return df
+
+    def _lines(self, df: Any) -> Any:
+        """The columns the packing step takes: the lines (and where they come from, see files)."""
+        return df.select("value")
 
     def restore_promise(self) -> str:
         return ("cannot be repositioned: the restored run reads what the server sends from then on "
@@ -718,6 +722,10 @@ class _Files(_Lines):
 
         return df.where(~F.input_file_name().isin(list(done)))
 
+    def _lines(self, df: Any) -> Any:
+        # each line's file: the packing step orders a batch's files (see sparkstate.engine.events)
+        return with_file_columns(df.select("value", "_metadata"))
+
     def restore_promise(self) -> str:
         return ("skips the files the savepoint's batch had read and reads every other file once "
                 "(Spark reads a file whole in one batch; a file changed after it was read is not read again)")
@@ -744,11 +752,39 @@ class _DataFrame(_Binding):
             job.key_columns, job.settings.key_groups, job.timestamp_column, assigner,
             max_ahead_ms=job.settings.max_event_time_ahead,
         )
-        return with_now(df, job).mapInArrow(packer, PACKED_SCHEMA)
+        return with_now(_with_files_if_any(df), job).mapInArrow(packer, PACKED_SCHEMA)
 
     def restore_promise(self) -> str:
         return ("keeps the DataFrame's own position, which sparkstate cannot set (a Kafka source: its "
                 "startingOffsets); a new checkpoint starts where the DataFrame's options say")
+
+
+def with_file_columns(df: Any) -> Any:
+    """``df`` (read from files, with Spark's ``_metadata`` column) with each row's file as
+    :data:`FILE_COLUMNS` in place of ``_metadata``: the packing step orders a micro-batch's
+    files by them, where Spark's partitions do not (it packs the files largest first)."""
+    from pyspark.sql import functions as F
+
+    path, mtime, start = FILE_COLUMNS
+    return df.select(
+        *[c for c in df.columns if c != "_metadata"],
+        F.col("_metadata.file_path").alias(path),
+        F.col("_metadata.file_modification_time").alias(mtime),
+        F.col("_metadata.file_block_start").alias(start),
+    )
+
+
+def _with_files_if_any(df: Any) -> Any:
+    """A user's DataFrame with its rows' files (:func:`with_file_columns`) when Spark reads it
+    from files (it then has a ``_metadata`` column), else as it is."""
+    from pyspark.errors import AnalysisException
+
+    if "_metadata" in df.columns:  # a column of the user's own
+        return df
+    try:
+        return with_file_columns(df.select("*", "_metadata"))
+    except AnalysisException:  # not read from files
+        return df
 
 
 def source_columns(spark: Any, source: SourceSpec) -> Schema:

@@ -80,24 +80,29 @@ def test_generators_reject_bad_settings():
         TaxiRides(max_out_of_orderness_ms=-1)
 
 
-def test_ids_are_one_array_when_pyarrow_converts_them_in_chunks(monkeypatch):
-    # pyarrow converts a numpy array of 10,000,000 ids in several chunks; take() needs one array
+def test_ids_are_the_zero_padded_numbers_for_any_number_of_keys():
+    import numpy as np
     import pyarrow as pa
 
     from sparkstate.connectors import generator
 
-    real = pa.array
+    rng = np.random.default_rng(7)
+    for n in (1, 10, 999_999, 1_000_000, 1_000_001, 10_000_000, 50_000_000, 3_000_000_000):
+        width = max(6, len(str(n - 1)))
+        numbers = np.concatenate([[0, n - 1], rng.integers(0, n, 500)])
+        ids = generator._ids("m", numbers, n)
+        assert isinstance(ids, pa.StringArray) and ids.validate(full=True) is None
+        assert ids.to_pylist() == [f"m{i:0{width}d}" for i in numbers.tolist()]
+    assert generator._ids("u", np.array([], dtype=np.int64), 5).to_pylist() == []
 
-    def in_chunks(values, *args, **kwargs):
-        whole = real(values, *args, **kwargs)
-        return pa.chunked_array([whole.slice(0, 2), whole.slice(2)])
 
-    monkeypatch.setattr(generator.pa, "array", in_chunks)
-    generator._ids.cache_clear()
-    try:
-        ids = generator._ids("m", 5)
-        monkeypatch.undo()
-        assert isinstance(ids, pa.Array) and ids.to_pylist() == [f"m{i:06d}" for i in range(5)]
-        assert ids.take(pa.array([4, 0])).to_pylist() == ["m000004", "m000000"]
-    finally:
-        generator._ids.cache_clear()
+def test_tens_of_millions_of_merchants_and_payers():
+    """No vocabulary of every id is built (past 2.1 million ids pyarrow returned it chunked, and
+    it was built again for every batch): a batch costs its events whatever the keys' number."""
+    gen = UpiPayments(events=200_000, merchants=50_000_000, payers=50_000_000, seed=3)
+    batch = gen.generate(0, 200_000)
+    merchants, payers = batch.column(1).to_pylist(), batch.column(2).to_pylist()
+    assert all(len(m) == 9 and m[0] == "m" and m[1:].isdigit() for m in merchants)
+    assert all(len(p) == 9 and p[0] == "p" for p in payers)
+    assert len(set(merchants)) > 199_000  # 200,000 draws from 50 million: nearly all distinct
+    assert gen.generate(150_000, 200_000).column(1).to_pylist() == merchants[150_000:]  # any range alike

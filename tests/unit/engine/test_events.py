@@ -176,3 +176,65 @@ def test_a_timestamp_assigner_returning_a_time_beyond_int64_gives_a_dead_letter(
     assert [d["reason"].split(",")[0] for d in events.dead_letters] == [
         "event time 9223372036854775807 ms since the epoch is after 2262-04-09"
     ]
+
+
+def _file_batches(rng, files, rows_per_batch):
+    """Spark's file source in miniature: each file's lines (JSON ``{"k", "file", "line"}``), cut
+    into splits, the splits packed into partitions largest first (not in the files' order), each
+    partition's rows in Arrow batches of at most ``rows_per_batch``, with the file columns."""
+    import json
+
+    from sparkstate.engine.events import FILE_COLUMNS
+
+    splits = []
+    for path, mtime, n in files:
+        lines = [json.dumps({"k": f"k{rng.randrange(4)}", "file": path, "line": i}) for i in range(n)]
+        cut = sorted(rng.sample(range(1, n), min(n - 1, rng.randrange(3)))) if n > 1 else []
+        for lo, hi in zip([0, *cut], [*cut, n]):
+            splits.append((path, mtime, lo * 100, lines[lo:hi]))  # a split's start: its first byte
+    splits.sort(key=lambda s: -len(s[3]))  # largest first
+    parts: list[list] = [[] for _ in range(rng.randrange(1, 4))]
+    for split in splits:
+        min(parts, key=lambda p: sum(len(s[3]) for s in p)).append(split)
+    out = []
+    for part in parts:
+        rows = [(line, path, mtime, start) for path, mtime, start, lines in part for line in lines]
+        batches = []
+        for at in range(0, len(rows), rows_per_batch):
+            chunk = rows[at : at + rows_per_batch]
+            batches.append(pa.RecordBatch.from_arrays([
+                pa.array([r[0] for r in chunk]), pa.array([r[1] for r in chunk]),
+                pa.array([r[2] * 1000 for r in chunk], pa.timestamp("us", tz="UTC")), pa.array([r[3] for r in chunk], pa.int64()),
+            ], names=["value", *FILE_COLUMNS]))
+        out.append(batches)
+    return out
+
+
+def test_a_batchs_files_reach_each_key_by_modification_time_then_path_whatever_the_partitions():
+    """The order rule against a model of it: files by modification time, then path; each file's
+    lines in order; Spark's partitions (largest split first) and Arrow batches do not change it."""
+    import random
+
+    from sparkstate.connectors.text import LineParser
+
+    for seed in range(30):
+        rng = random.Random(seed)
+        names = rng.sample(["a.json", "b.json", "c.json", "d/e.json", "d.json", "b.json.1", "z"], rng.randrange(1, 6))
+        files = [(f"file:///in/{name}", rng.choice([1000, 2000, 3000]), rng.randrange(1, 40)) for name in names]
+        packer = Packer(["k"], 4, None)
+        parser = LineParser("k string, file string, line int", key_columns=["k"])
+        packed = [r for p, batches in enumerate(_file_batches(rng, files, rng.choice([3, 7, 100])))
+                  for b in packer.pack_lines(parser, batches, p) for r in _rows(b)]
+        model = [(path, i) for path, mtime, n in sorted(files, key=lambda f: (f[1], f[0])) for i in range(n)]
+        for kg in {r[0] for r in packed}:
+            got = [(e["file"], e["line"]) for e in unpack_events([(p, s, blob) for k, p, s, _, blob in packed if k == kg])]
+            assert got == [m for m in model if m in set(got)], seed
+        assert sum(len(unpack_events([(p, s, blob)])) for _, p, s, _, blob in packed) == sum(n for *_, n in files)
+
+
+def test_rows_of_other_sources_keep_their_partitions_order():
+    packer = Packer(["k"], 1, None)
+    late = packer.pack(pa.RecordBatch.from_pylist([{"k": "a", "v": 1}]), part=1, seq=0)
+    early = packer.pack(pa.RecordBatch.from_pylist([{"k": "a", "v": 2}]), part=0, seq=5)
+    rows = _rows(late) + _rows(early)
+    assert [e["v"] for e in unpack_events([(p, s, blob) for _, p, s, _, blob in rows])] == [2, 1]
