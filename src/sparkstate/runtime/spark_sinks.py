@@ -259,7 +259,6 @@ def _write_kafka_parts(df: Any, sink: KafkaSink, batch_id: int, split: bool) -> 
     of rows the sink refused (tagged ``_REFUSED``), as an Arrow table."""
     from sparkstate.runtime.spark_processor import SIDE_COLUMN, SIDE_ROW_COLUMN
 
-
     def write(batches: Any) -> Any:
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -502,7 +501,6 @@ def attach_dispatch(
     # a sink that collects the batch on the driver takes it whole, side rows split off in Arrow:
     # one Spark action, nothing cached (a cached batch is written to Spark's block store first)
     collects = isinstance(main, _Collects)
-    # a Kafka main sink is written by the batch's tasks, which hand back the side rows
 
     def dispatch(df: Any, batch_id: int) -> None:
         # computed once: a second evaluation would run the stateful operator again
@@ -519,7 +517,7 @@ def attach_dispatch(
                         notes.append(outcome.warning)
 
             by_name: dict[str, list] = {n: [] for n in names}
-            if isinstance(main, _Kafka):
+            if isinstance(main, _Kafka):  # written by the batch's tasks, which hand back the side rows
                 side = _write_kafka_parts(df, main.sink, batch_id, split)
             elif split and collects:
                 table = df.toArrow()

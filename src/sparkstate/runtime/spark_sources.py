@@ -724,7 +724,7 @@ class _Files(_Lines):
 
     def _lines(self, df: Any) -> Any:
         # each line's file: the packing step orders a batch's files (see sparkstate.engine.events)
-        return with_file_columns(df.select("value", "_metadata"))
+        return with_file_columns(df, ["value"])
 
     def restore_promise(self) -> str:
         return ("skips the files the savepoint's batch had read and reads every other file once "
@@ -759,15 +759,15 @@ class _DataFrame(_Binding):
                 "startingOffsets); a new checkpoint starts where the DataFrame's options say")
 
 
-def with_file_columns(df: Any) -> Any:
-    """``df`` (read from files, with Spark's ``_metadata`` column) with each row's file as
-    :data:`FILE_COLUMNS` in place of ``_metadata``: the packing step orders a micro-batch's
-    files by them, where Spark's partitions do not (it packs the files largest first)."""
+def with_file_columns(df: Any, columns: list[str]) -> Any:
+    """``columns`` of ``df`` (read from files: Spark resolves its hidden ``_metadata`` column)
+    and each row's file as :data:`FILE_COLUMNS`: the packing step orders a micro-batch's files
+    by them, where Spark's partitions do not (it packs the files largest first)."""
     from pyspark.sql import functions as F
 
     path, mtime, start = FILE_COLUMNS
     return df.select(
-        *[c for c in df.columns if c != "_metadata"],
+        *columns,
         F.col("_metadata.file_path").alias(path),
         F.col("_metadata.file_modification_time").alias(mtime),
         F.col("_metadata.file_block_start").alias(start),
@@ -782,7 +782,7 @@ def _with_files_if_any(df: Any) -> Any:
     if "_metadata" in df.columns:  # a column of the user's own
         return df
     try:
-        return with_file_columns(df.select("*", "_metadata"))
+        return with_file_columns(df, df.columns)
     except AnalysisException:  # not read from files
         return df
 

@@ -12,9 +12,10 @@ one Kafka transaction holding the part's records and a marker record in
    producer of that id (a zombie run, or an earlier attempt of the task, cannot commit any
    more) and aborts what it left open;
 2. a batch at or below the part's last marker was committed by an earlier attempt: the part
-   writes nothing. The run reads every part's last marker before its first batch (after
-   fencing the parts); a retried task reads its own again, since the attempt before it may
-   have committed;
+   writes nothing. Before its first batch the run fences every part and reads all their
+   markers (to refuse markers ahead of the checkpoint); each task then reads its own part's
+   last marker itself (:func:`read_part_top`), since an earlier attempt of it, or of its
+   stage, may have committed;
 3. any other batch begins a transaction, produces the part's records and its marker, and
    commits: both become visible to ``read_committed`` readers together, or neither does.
 
@@ -29,8 +30,8 @@ committed earlier is then always found, whatever other writers are doing.
 A part's top is its LAST marker record (its batch ids only grow, so that is its highest); a
 writer's top is its parts' highest. A Kafka topic's records cannot be deleted, so
 ``sparkstate run --fresh`` (:func:`reset`) writes a marker ``{"batch": null, "reset": true}``
-under the writer's own key that makes every part's top None again: the new checkpoint's batch
-ids start at 0, and its batches are written, after the old run's records.
+under each part's key that makes its top None again: the new checkpoint's batch ids start at
+0, and its batches are written, after the old run's records.
 
 Invariants: on the driver one producer per part and process (initialising a second would
 fence the first), initialised anew by each run's :func:`prepare`; a failed or fenced
@@ -174,8 +175,13 @@ def read_top_marker(
 ) -> int | None:
     """The last batch ``sink``'s writer (or the writer named ``writer`` in its marker topic)
     committed in any of its parts (None: none, or a reset since): see :func:`read_part_tops`."""
-    tops = [t for t in read_part_tops(sink, timeout_s, writer).values() if t is not None]
-    return max(tops) if tops else None
+    return _highest(read_part_tops(sink, timeout_s, writer))
+
+
+def _highest(tops: dict[int, int | None]) -> int | None:
+    """A writer's top: the highest of its parts' (None: no part has written since a reset)."""
+    written = [t for t in tops.values() if t is not None]
+    return max(written) if written else None
 
 
 def read_part_tops(
@@ -343,8 +349,7 @@ def prepare(sinks: list[KafkaSink], last_committed: int | None, parts: Mapping[s
             _producer(sink, i)
     for sink in exact:
         tops = read_part_tops(sink)
-        written = [t for t in tops.values() if t is not None]
-        top = max(written) if written else None
+        top = _highest(tops)
         if top is not None and (last_committed is None or top > last_committed + 1):
             have = "has committed no batch" if last_committed is None else f"has committed batches up to {last_committed}"
             raise SinkError(
