@@ -21,12 +21,16 @@ The rules, the same for every text source:
   deeply, a number of thousands of digits even in an ignored field, a lone surrogate such as
   ``"\\ud800"``, a timestamp out of range, any other error) makes that line a dead letter.
 
-JSON lines are read a block at a time by Arrow's JSON reader when the schema's columns are
+Lines are read a block at a time by Arrow's JSON or CSV reader when the schema's columns are
 all strings, integers, doubles, booleans or timestamps (:meth:`LineParser.parse_indexed`): a
 block Arrow reads without complaint, with a value in every key and event-time column and
 nothing the line-by-line rules treat differently, gives exactly the events the line-by-line
-reading gives; any other block is read line by line. The fast path is an optimisation only:
-its result (events, dead letters, raw lines) is always identical to the line-by-line one.
+reading gives; any other block is read line by line. CSV fields are read as text and each
+column is checked and converted as a whole: integers and numbers only in the plain forms that
+Python's ``int``/``float`` read alike (no spaces, underscores, ``nan`` or ``inf``), timestamps as
+epoch milliseconds or ``YYYY-MM-DD[T ]HH:MM[:SS[.ffffff]]`` with ``Z`` or ``+HH:MM`` or no offset.
+The fast path is an optimisation only: its result (events, dead letters, raw lines) is always
+identical to the line-by-line one.
 
 This module does not import pyspark: the packing step runs it in Spark's Python workers, and
 the unit tests run it without Spark.
@@ -45,6 +49,7 @@ from typing import Any, Literal, overload
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 
 from sparkstate.api.schema import Schema
@@ -74,6 +79,16 @@ FAST_MIN_LINES = 32
 #: a block with a longer line is read line by line (Python refuses integers of more than
 #: 4300 digits even in ignored fields; Arrow reads them)
 _FAST_MAX_LINE = 4000
+#: CSV text Python's ``int()`` and Arrow's cast read alike (Python also takes spaces, "_", "٥")
+_PLAIN_INTEGER = r"^[+-]?[0-9]{1,19}$"
+#: CSV text Python's ``float()`` and Arrow's cast read alike (both round correctly)
+_PLAIN_NUMBER = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?$"
+#: CSV epoch milliseconds as the line-by-line reading takes them (at most 20 characters)
+_PLAIN_EPOCH_MS = r"^-?[0-9]{1,19}$"
+#: ISO 8601 text ``datetime.fromisoformat`` and Arrow's cast read alike; with an offset ...
+_ISO_ZONED = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,6})?)?(?:Z|[+-][0-9]{2}:[0-9]{2})$"
+#: ... and without one (UTC)
+_ISO_NAIVE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,6})?)?$"
 
 
 def _json_depth(line: str) -> int:
@@ -106,6 +121,77 @@ def _negative_zero(col: pa.Array) -> bool:
     import numpy as np
 
     return bool(np.signbit(col.filter(zeros).to_numpy(zero_copy_only=False)).any())
+
+
+def _all_match(col: pa.Array, pattern: str) -> bool:
+    """Whether every non-null text of ``col`` matches ``pattern`` (RE2, anchored by the caller)."""
+    return bool(pc.all(pc.match_substring_regex(col, pattern)).as_py() is not False)
+
+
+def _epoch_ms_times(col: pa.Array, own: pa.DataType) -> pa.Array | None:
+    """Integer epoch milliseconds as timestamps of type ``own``; None when one is out of range."""
+    bounds = pc.min_max(col)
+    if bounds["min"].is_valid and not (
+        _MIN_TIMESTAMP_MS <= bounds["min"].as_py() and bounds["max"].as_py() <= _MAX_TIMESTAMP_MS
+    ):
+        return None
+    return pc.multiply(col, 1000).cast(pa.timestamp("us")).cast(own)
+
+
+def _text_times(col: pa.Array, own: pa.DataType, epoch_text: bool) -> pa.Array | None:
+    """Timestamp text (``epoch_text``: CSV, where digits are epoch milliseconds) as timestamps
+    of type ``own``, as :func:`_timestamp` reads each value; None when one is not an event time."""
+    try:
+        if epoch_text and _all_match(col, _PLAIN_EPOCH_MS):
+            return _epoch_ms_times(col.cast(pa.int64()), own)
+        for pattern, arrow_type in ((_ISO_ZONED, pa.timestamp("us", tz="UTC")), (_ISO_NAIVE, pa.timestamp("us"))):
+            if _all_match(col, pattern):
+                times = col.cast(arrow_type)
+                # years 1-9999 in UTC as well (an offset can move a time across either end)
+                bounds = pc.min_max(times.cast(pa.int64()))
+                if bounds["min"].is_valid and not (
+                    _MIN_TIMESTAMP_MS * 1000 <= bounds["min"].as_py() and bounds["max"].as_py() < (_MAX_TIMESTAMP_MS + 1) * 1000
+                ):
+                    break
+                return times.cast(own)
+    except pa.ArrowException:  # a day or hour that does not exist: read value by value
+        pass
+    try:  # mixed forms: each value as the line-by-line reading takes it
+        return pa.array([None if v is None else _timestamp(v, epoch_text) for v in col.to_pylist()], own)
+    except Exception:  # noqa: BLE001 - the line-by-line reading says what is wrong
+        return None
+
+
+def _csv_column(col: pa.Array, own: pa.DataType) -> pa.Array | None:
+    """A CSV column's text as values of type ``own``, as the line-by-line reading converts each
+    value (:func:`_converter` with ``text``); None when some value must be read line by line."""
+    try:
+        if pa.types.is_string(own):
+            return col
+        if pa.types.is_boolean(own):
+            lower = pc.ascii_lower(col)
+            if not (pc.all(pc.string_is_ascii(col)).as_py() is not False and _all_match(lower, "^(?:true|false)$")):
+                return None
+            return pc.equal(lower, "true")
+        if pa.types.is_integer(own):
+            if not _all_match(col, _PLAIN_INTEGER):
+                return None
+            values = pc.replace_substring_regex(col, r"^\+", "").cast(pa.int64())  # Arrow refuses "+5"
+            bounds = pc.min_max(values)
+            top = 1 << (own.bit_width - 1)
+            if bounds["min"].is_valid and not (-top <= bounds["min"].as_py() and bounds["max"].as_py() < top):
+                return None
+            return values.cast(own)
+        if pa.types.is_float64(own):
+            if not _all_match(col, _PLAIN_NUMBER):
+                return None
+            values = col.cast(pa.float64())
+            return values if pc.all(pc.is_finite(values)).as_py() is not False else None
+        if pa.types.is_timestamp(own):
+            return _text_times(col, own, epoch_text=True)
+    except pa.ArrowException:
+        return None
+    return None
 
 
 class Rejected(Exception):
@@ -144,9 +230,12 @@ def _timestamp(value: Any, text: bool) -> int:
         return value * 1000
     if isinstance(value, str):
         try:
-            return epoch_micros(dt.datetime.fromisoformat(value))
+            micros = epoch_micros(dt.datetime.fromisoformat(value))
         except ValueError:
             raise Rejected("expected epoch milliseconds or ISO 8601 text") from None
+        if not _MIN_TIMESTAMP_MS * 1000 <= micros < (_MAX_TIMESTAMP_MS + 1) * 1000:  # an offset moved it out
+            raise Rejected("out of range in UTC (years 1-9999)")
+        return micros
     raise Rejected("expected epoch milliseconds or ISO 8601 text")
 
 
@@ -354,7 +443,7 @@ class LineParser:
     def _fast_plan(self) -> list[tuple[str, pa.DataType, pa.DataType]] | None:
         """Per column: its name, the type Arrow's JSON reader reads it as, and its own type;
         None when some column is of a type only the line-by-line reading handles exactly."""
-        if self.format != "json" or self.max_line_length is not None:
+        if self.max_line_length is not None:
             return None
         plan = []
         for f in self.schema:
@@ -383,7 +472,7 @@ class LineParser:
         # a line break inside a value, a byte-order mark: read otherwise line by line
         if text.count("\n") != len(chosen) - 1 or "\r" in text or "\ufeff" in text:
             return None
-        if text.count("[") + text.count("{") > len(chosen) and any(
+        if self.format == "json" and text.count("[") + text.count("{") > len(chosen) and any(
             line.count("[") + line.count("{") > MAX_JSON_DEPTH for line in chosen  # type: ignore[union-attr]
         ):
             return None
@@ -412,13 +501,16 @@ class LineParser:
                     return None
             except UnicodeDecodeError:
                 return None
-        if data.count(b"[") + data.count(b"{") > len(values) and any(
+        if self.format == "json" and data.count(b"[") + data.count(b"{") > len(values) and any(
             v.count(b"[") + v.count(b"{") > MAX_JSON_DEPTH for v in values
         ):
             return None
         return self._read_at_once(data, len(values))
 
     def _read_at_once(self, data: bytes, rows: int) -> pa.RecordBatch | None:
+        if self.format == "csv":
+            columns = self._read_csv_block(data, rows)
+            return None if columns is None else pa.RecordBatch.from_arrays(columns, schema=self.schema)
         for times_as_text in ((self._times_as_text, not self._times_as_text) if self._has_time else (False,)):
             columns = self._read_block(data, rows, times_as_text)
             if columns is not None:
@@ -465,19 +557,46 @@ class LineParser:
             columns.append(col)
         return columns
 
+    def _read_csv_block(self, data: bytes, rows: int) -> list[pa.Array] | None:
+        """A block of CSV lines: every field as text (Arrow splits quoted fields as Python's
+        ``csv`` module does), then each column checked and converted whole."""
+        assert self._fast is not None
+        if b"\x00" in data:  # Python's csv module refuses a NUL
+            return None
+        names = [name for name, _, _ in self._fast]
+        try:
+            table = pa_csv.read_csv(
+                io.BytesIO(data),
+                read_options=pa_csv.ReadOptions(column_names=names, use_threads=False, block_size=len(data) + 1),
+                convert_options=pa_csv.ConvertOptions(
+                    column_types={n: pa.string() for n in names}, null_values=[""], strings_can_be_null=True,
+                    quoted_strings_can_be_null=True),
+            )
+        except (pa.ArrowException, ValueError):
+            return None
+        if table.num_rows != rows:
+            return None
+        # quotes only around whole fields, none inside one: the text is the fields, their
+        # quotes, the commas and the line breaks, byte for byte (else read line by line)
+        text_bytes = sum(pc.sum(pc.binary_length(c)).as_py() or 0 for c in table.columns)
+        if text_bytes + data.count(b'"') + rows * len(names) - 1 != len(data):
+            return None
+        columns = []
+        for (name, _, own), col in zip(self._fast, table.columns):
+            col = col.combine_chunks()
+            if col.null_count and name in self._required:
+                return None
+            col = _csv_column(col, own)
+            if col is None:
+                return None
+            columns.append(col)
+        return columns
+
     @staticmethod
     def _block_times(col: pa.Array, own: pa.DataType) -> pa.Array | None:
-        if pa.types.is_string(col.type):  # ISO text: each value as the line-by-line reading takes it
-            try:
-                return pa.array([None if v is None else _timestamp(v, False) for v in col.to_pylist()], own)
-            except Exception:  # noqa: BLE001 - the line-by-line reading says what is wrong
-                return None
-        bounds = pc.min_max(col)
-        if bounds["min"].is_valid and not (
-            _MIN_TIMESTAMP_MS <= bounds["min"].as_py() and bounds["max"].as_py() <= _MAX_TIMESTAMP_MS
-        ):
-            return None
-        return pc.multiply(col, 1000).cast(pa.timestamp("us")).cast(own)
+        if pa.types.is_string(col.type):  # ISO text, as the line-by-line reading takes it
+            return _text_times(col, own, epoch_text=False)
+        return _epoch_ms_times(col, own)
 
     def _batch(self, rows: list[list]) -> pa.RecordBatch:
         columns = list(zip(*rows)) if rows else [() for _ in self.schema]

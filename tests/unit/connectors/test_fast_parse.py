@@ -1,5 +1,5 @@
 # ruff: noqa: UP031 - the poison lines are JSON text with a time spliced in, clearest with %
-"""Reading a block of JSON lines at once (Arrow's JSON reader) gives exactly what reading them one
+"""Reading a block of JSON or CSV lines at once (Arrow's readers) gives exactly what reading them one
 by one gives: the same events (types and values, to the sign of a zero), the same dead letters
 with the same reasons, the same raw lines and indexes. Randomised, seeded blocks mix good lines
 of every shape the fast path takes with the lines it must leave to the line-by-line reading."""
@@ -208,7 +208,7 @@ def test_schemas_the_block_reading_does_not_take_are_read_line_by_line() -> None
     for schema in ("k string, d date", "k string, x decimal(10,2)", "k string, f float", "k string, a array<int>",
                    "k string, m map<string,int>"):
         assert LineParser(schema)._fast is None
-    assert LineParser("k string", format="csv")._fast is None
+    assert LineParser("k string, d date", format="csv")._fast is None
     assert LineParser("k string", max_line_length=100)._fast is None
     lines = [json.dumps({"k": "a", "d": "2024-01-01"})] * 40
     events, dead = LineParser("k string, d date").parse(lines)
@@ -248,3 +248,116 @@ def test_record_values_read_at_once_equal_the_lines_read_one_by_one(seed: int) -
         assert got.schema == want[0].schema
         assert repr(got.to_pylist()) == repr(want[0].to_pylist())
     assert fast > 20
+
+
+# --------------------------------------------------------------------------- CSV
+
+CSV_WORDS = ["x", "naïve", "日本", "emoji 😀", "comma, inside", "tab\there", "'single'", " spaced ", "K"]
+#: forms of a field that are rare in a block (each one sends its block line by line, or not)
+CSV_RARE = ['quote "q"', "+5", "-0", "1.", ".5", "-0.0", "+2.5", "TRUE", "False", "1E5"]
+
+
+def _rare(rng: random.Random, usual: str) -> str:
+    return rng.choice(CSV_RARE) if rng.random() < 0.004 else usual
+
+
+def _csv_float(rng: random.Random) -> str:
+    v = rng.choice([rng.random() * 10 ** rng.randrange(-300, 300), 0.1 + 0.2, 1e308, 5e-324, rng.randrange(-10**6, 10**6)])
+    return rng.choice([repr(float(v)), f"{v:.17g}", f"{v:.25e}", f"{v:.40f}", str(v), "007", f"{rng.random():.30f}",
+                       "2e-3", "1e5"])
+
+
+def good_csv(rng: random.Random, iso: bool) -> str:
+    import csv
+    import io
+
+    ms = NOW + rng.randrange(-10**9, 10**9)
+    fields = [
+        rng.choice(CSV_WORDS) + str(rng.randrange(9)),
+        _iso(rng, ms) if iso else str(ms),
+        _rare(rng, rng.choice([str(rng.randrange(-2**31, 2**31)), "", "007"])),
+        rng.choice([str(rng.randrange(-2**63, 2**63)), str(2**63 - 1), str(-2**63), "0", ""]),
+        rng.choice([str(rng.randrange(-2**15, 2**15)), ""]),
+        _rare(rng, rng.choice([_csv_float(rng), ""])),
+        _rare(rng, rng.choice(["true", "false", "True", "FALSE", ""])),
+        _rare(rng, rng.choice(["", rng.choice(CSV_WORDS), "".join(chr(rng.randrange(32, 0x2FFF)) for _ in range(8))])),
+    ]
+    out = io.StringIO()
+    csv.writer(out, quoting=rng.choice([csv.QUOTE_MINIMAL, csv.QUOTE_ALL]), lineterminator="").writerow(fields)
+    return out.getvalue()
+
+
+def poison_csv(rng: random.Random) -> str | None:
+    ms = NOW + rng.randrange(10**6)
+    rest = "1,2,3,4.5,true,note"
+    kinds = [
+        lambda: None, lambda: "", lambda: "   \t",
+        lambda: f"a,{ms}",  # too few fields
+        lambda: f"a,{ms},{rest},extra",  # too many
+        lambda: f",{ms},{rest}",  # an empty key
+        lambda: f'"",{ms},{rest}',
+        lambda: f"a,,{rest}",  # no event time
+        lambda: f"a,{ms},nan,2,3,4.5,true,x",
+        lambda: f"a,{ms},1,2,3,nan,true,x", lambda: f"a,{ms},1,2,3,inf,true,x", lambda: f"a,{ms},1,2,3,-Infinity,true,x",
+        lambda: f"a,{ms},1,2,3,1e400,true,x", lambda: f"a,{ms},1,2,3,1e-400,true,x",
+        lambda: f"a,{ms},1,2,3, 4.5,true,x", lambda: f"a,{ms},1,2,3,4.5 ,true,x", lambda: f"a,{ms},1,2,3,1_0.5,true,x",
+        lambda: f"a,{ms},1,2,3,0x10,true,x", lambda: f"a,{ms},1,2,3,١٢,true,x",
+        lambda: f"a,{ms}, 1,2,3,4.5,true,x", lambda: f"a,{ms},1_000,2,3,4.5,true,x", lambda: f"a,{ms},٥,2,3,4.5,true,x",
+        lambda: f"a,{ms},{2**31},2,3,4.5,true,x", lambda: f"a,{ms},1,{2**63},3,4.5,true,x",
+        lambda: f"a,{ms},1,{'9' * 45},3,4.5,true,x",
+        lambda: f"a,{ms},1,2,{2**15},4.5,true,x", lambda: f"a,{ms},1.0,2,3,4.5,true,x",
+        lambda: f"a,{ms},1,2,3,4.5,yes,x", lambda: f"a,{ms},1,2,3,4.5,1,x", lambda: f"a,{ms},1,2,3,4.5,ᴛrue,x",
+        lambda: f"a,{ms},1,2,3,4.5, true,x",
+        lambda: f"a,+{ms},{rest}", lambda: f"a,{'1' * 21},{rest}", lambda: f"a,{10**17},{rest}", lambda: f"a,-{10**16},{rest}",
+        lambda: f"a,1.5e12,{rest}", lambda: f"a,yesterday,{rest}",
+        lambda: f"a,2024-13-01T00:00:00,{rest}", lambda: f"a,2024-02-30 00:00:00,{rest}",
+        lambda: f"a,2024-12-31 24:00:00,{rest}", lambda: f"a,2016-12-31T23:59:60Z,{rest}",
+        lambda: f"a,0000-01-01 00:00:00,{rest}", lambda: f"a,0001-01-01T00:30:00+01:00,{rest}",
+        lambda: f"a,9999-12-31T23:30:00-01:00,{rest}", lambda: f"a,2024-12-31T23:59:58.1234567,{rest}",
+        lambda: f"a,20241231T235958,{rest}", lambda: f"a,2024-12-31,{rest}", lambda: f"a,2024-12-31T23:59:58+0530,{rest}",
+        lambda: f"a,2024-12-31T23:59:58.5+05:30,{rest}", lambda: f"a,2024-12-31t23:59:58,{rest}",
+        lambda: f'"a"b,{ms},{rest}', lambda: f'a"b",{ms},{rest}', lambda: f'"a,{ms},{rest}', lambda: f'"a""b",{ms},{rest}',
+        lambda: f' "a",{ms},{rest}', lambda: f'"a" ,{ms},{rest}', lambda: f'a,{ms},{rest}"', lambda: f'a,{ms},1,2,3,4.5,true,"x',
+        lambda: f"nul\x00,{ms},{rest}", lambda: f"a,{ms},{rest}\r", lambda: f"\ufeffa,{ms},{rest}",
+        lambda: f"\ud800,{ms},{rest}",  # a lone surrogate
+        lambda: f"{'a' * 5000},{ms},{rest}",
+        lambda: f'"line\nbreak",{ms},{rest}',
+    ]
+    return rng.choice(kinds)()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_csv_blocks_read_at_once_equal_the_lines_read_one_by_one(seed: int) -> None:
+    rng = random.Random(1000 + seed)
+    parser = LineParser(SCHEMA, format="csv", key_columns=["k"], time_column="ts")
+    fast = 0
+    blocks = 120
+    for _ in range(blocks):
+        iso = rng.random() < 0.4
+        n = rng.choice([FAST_MIN_LINES, 50, 200])
+        lines: list = [good_csv(rng, iso and rng.random() < 0.95) for _ in range(n)]
+        if rng.random() < 0.5:
+            for _ in range(rng.randrange(1, 4)):
+                lines[rng.randrange(n)] = poison_csv(rng)
+        fast += _same(parser, lines)
+    assert fast > blocks // 4, "the block reading must answer for the blocks it can read"
+
+
+def test_every_csv_poison_line_alone_in_a_good_block() -> None:
+    rng = random.Random(199)
+    parser = LineParser(SCHEMA, format="csv", key_columns=["k"], time_column="ts")
+    for _ in range(500):
+        lines: list = [good_csv(rng, rng.random() < 0.5) for _ in range(FAST_MIN_LINES)]
+        lines[rng.randrange(len(lines))] = poison_csv(rng)
+        _same(parser, lines)
+
+
+def test_a_good_csv_block_is_read_at_once() -> None:
+    """The forms producers write: epoch ms, ISO with Z, with an offset, naive; quoted or not."""
+    parser = LineParser("t timestamp, k string, v double, n bigint, ok boolean", format="csv",
+                        key_columns=["k"], time_column="t")
+    for t in ("1735689598603", "2024-12-31 23:59:58.603000Z", "2024-12-31T23:59:58+05:30", "2024-12-31T23:59:58",
+              "2024-12-31 23:59"):
+        assert _same(parser, [f'{t},"m{i}",{i * 0.1},{i},true' for i in range(40)])
+        assert _same(parser, [f"{t},m{i},{i}.5,-{i},False" for i in range(40)])
+    assert not _same(parser, ["1735689598603,m,1.5,1,true"] * 39 + ["1735689598603,m,nan,1,true"])
