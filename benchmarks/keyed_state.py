@@ -40,7 +40,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import mb, measure, progress_until_read, run_child
+from bench_common import (
+    CSV_FILE_EVENTS,
+    FLINK_PYTHON,
+    csv_source,
+    flink_row,
+    mb,
+    measure,
+    prepare_csv,
+    progress_until_read,
+    run_child,
+    run_until_read,
+)
 
 HERE = Path(__file__).resolve()
 OUTPUT = "merchant_id string, count bigint, total double"
@@ -81,16 +92,18 @@ class _TtlRunningSum:
 
 
 def _run_sparkstate(spark, events: int, keys: int, max_batch: int, backend: str, key_groups: int, ckpt: Path,
-                    ttl: bool = False) -> dict:
+                    ttl: bool = False, csv: str = "") -> dict:
     from sparkstate import Job, NoopSink
     from sparkstate.jobs.running_sum import OUTPUT as SUM_OUTPUT
     from sparkstate.jobs.running_sum import build
 
-    job = build(_generator(events, keys, max_batch))
+    job = build(csv_source(csv, events, max_batch) if csv else _generator(events, keys, max_batch))
     if ttl:
         job = Job("running-sum-ttl").source(job.source_spec).key_by("merchant_id").process(
             _TtlRunningSum.make(), output_schema=SUM_OUTPUT)
     job = job.sink(NoopSink()).with_settings(state_backend=backend, key_groups=key_groups, trigger_interval="0 seconds")
+    if csv:  # files are an unbounded source: run until the events are read
+        return _figures(run_until_read(job, ckpt, spark, events))
     return _figures(job.run(checkpoint_dir=ckpt, spark=spark))
 
 
@@ -204,6 +217,8 @@ def _run_dedup(spark, events: int, max_batch: int, key_groups: int, ckpt: Path) 
 
 def child_throughput(args: argparse.Namespace) -> dict:
     """One engine: a warm-up run, then the measured run with peak memory."""
+    if args.engine.startswith("flink-"):  # PyFlink's own interpreter warms up its JVM itself
+        return flink_row(args.engine.removeprefix("flink-"), args.csv, args.events, args.csv_warmup)
     spark = _session()
     ours = args.engine in ("sparkstate", "sparkstate-ttl", "dedup")
 
@@ -212,7 +227,7 @@ def child_throughput(args: argparse.Namespace) -> dict:
             return _run_dedup(spark, events, args.max_batch, args.key_groups, ckpt)
         if ours:
             return _run_sparkstate(spark, events, args.keys, args.max_batch, args.backend, args.key_groups, ckpt,
-                                   ttl=args.engine == "sparkstate-ttl")
+                                   ttl=args.engine == "sparkstate-ttl", csv=args.csv)
         return _run_baseline(spark, args.engine, events, args.keys, args.max_batch, ckpt)
 
     # the warm-up only has to start the JVM's and Python's code paths: a slow baseline
@@ -337,6 +352,11 @@ def main() -> None:
     parser.add_argument("--engine", default="sparkstate", help=argparse.SUPPRESS)
     parser.add_argument("--backend", default="rocksdb", help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="throughput", help=argparse.SUPPRESS)
+    parser.add_argument("--csv", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--csv-warmup", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--skip-files", action="store_true", help="no CSV file-source rows (and no Flink rows)")
+    parser.add_argument("--small-batch", type=int, default=100_000,
+                        help="events per micro-batch of the small-batch rows (generator and files)")
     args = parser.parse_args()
 
     if args.child:
@@ -356,6 +376,29 @@ def main() -> None:
         "--warmup", str(args.warmup),
     ]
     runs = [("sparkstate (RocksDB)", ["--engine", "sparkstate", "--backend", "rocksdb", "--events", str(args.events)])]
+    work = Path(tempfile.mkdtemp(prefix="sparkstate-bench-csv-"))
+    if not args.skip_files:
+        console.print(f"  writing the {args.events:,} events as CSV files of {CSV_FILE_EVENTS:,} lines ...")
+        dirs = prepare_csv(work, args.events, args.keys, args.max_batch, prefix_events=args.baseline_events)
+        files = ["--csv", dirs["csv"], "--csv-warmup", dirs["warmup"]]
+        small = ["--max-batch", str(args.small_batch)]
+        runs += [
+            ("sparkstate (RocksDB), CSV files", ["--engine", "sparkstate", "--events", str(args.events), *files]),
+            (f"sparkstate (RocksDB), {args.small_batch:,}-event batches",
+             ["--engine", "sparkstate", "--events", str(args.events), *small]),
+            (f"sparkstate (RocksDB), CSV files, {args.small_batch:,}-event batches",
+             ["--engine", "sparkstate", "--events", str(args.events), *files, *small]),
+        ]
+        if FLINK_PYTHON.exists():
+            runs += [
+                ("Flink SQL OVER (JVM, RocksDB, parallelism 2), CSV files",
+                 ["--engine", "flink-w1-sql", "--events", str(args.events), *files]),
+                ("PyFlink KeyedProcessFunction (thread mode, RocksDB, parallelism 2), CSV files",
+                 ["--engine", "flink-w1-datastream", "--events", dirs["prefix_events"],
+                  "--csv", dirs["prefix"], "--csv-warmup", dirs["warmup"]]),
+            ]
+        else:
+            console.print(f"  (no Flink rows: {FLINK_PYTHON} is missing; bash benchmarks/flink/setup.sh makes it)")
     if not args.skip_ttl:
         runs.append(("sparkstate (RocksDB), TTL on both states",
                      ["--engine", "sparkstate-ttl", "--backend", "rocksdb", "--events", str(args.events)]))
@@ -380,11 +423,24 @@ def main() -> None:
             f"{r['steady']:,.0f}" if r.get("steady") else "-", mb(r["peak_bytes"]),
         )
     console.print(table)
+    shutil.rmtree(work, ignore_errors=True)
     ours = results["sparkstate (RocksDB)"]
-    base = [r for n, r in results.items() if not n.startswith("sparkstate")]
+    for name, r in results.items():
+        if "CSV files" in name and name.startswith("sparkstate"):
+            plain = results[name.replace(", CSV files", "")]
+            overall = r["events"] / r["seconds"] / (plain["events"] / plain["seconds"]) - 1
+            steady = f"{r['steady'] / plain['steady'] - 1:+.1%}" if r.get("steady") and plain.get("steady") else "-"
+            console.print(f"{name} vs the generator: {steady} events/s after the first batch, {overall:+.1%} overall")
+    base = [r for n, r in results.items() if n.startswith("spark ")]
     if base:
         best = max(r["events"] / r["seconds"] for r in base)
-        console.print(f"sparkstate (RocksDB) vs the fastest baseline: {ours['events'] / ours['seconds'] / best:,.1f}x")
+        console.print(f"sparkstate (RocksDB) vs the fastest Spark baseline: {ours['events'] / ours['seconds'] / best:,.1f}x")
+    flink = next((r for n, r in results.items() if n.startswith("Flink SQL")), None)
+    files = results.get("sparkstate (RocksDB), CSV files")
+    if flink and files:
+        ratio = files["events"] / files["seconds"] / (flink["events"] / flink["seconds"])
+        console.print(f"sparkstate on the CSV files vs Flink SQL on them: {ratio:.2f}x "
+                      "(both overall; Flink's time is its job's, from submission)")
     ttl = results.get("sparkstate (RocksDB), TTL on both states")
     if ttl is not None:
         slower = ours["events"] / ours["seconds"] / (ttl["events"] / ttl["seconds"]) - 1

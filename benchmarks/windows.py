@@ -11,6 +11,13 @@ Three engines read the same generated events (the same Python data source):
 * ``sparkstate native path``: the job with ``window_path="native"`` (Spark SQL);
 * ``spark sql groupBy(window)``: the same aggregation written by hand on Spark's API.
 
+Then the same events as CSV files (written by the benchmark, 100,000 lines each, 1,000,000
+events per micro-batch), read by sparkstate's ``FileSource`` (the Python path: the native path
+runs only on sources whose events cannot be late), by Spark SQL's own CSV source with the
+hand-written aggregation, and, where ``benchmarks/flink/setup.sh`` has installed PyFlink, by
+Flink SQL (``TUMBLE`` with a 5-second watermark, RocksDB, parallelism 2, checkpoints every 10 s,
+blackhole sink; its time is the job's, from submission to the end of the input).
+
 Each runs in its own process: an unmeasured warm-up run, then the measured run with its peak
 resident memory (driver, JVM and Python workers).
 """
@@ -19,11 +26,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import tempfile
 import time
 from pathlib import Path
 
-from bench_common import measure, run_child
+from bench_common import CSV_SCHEMA, FLINK_PYTHON, csv_source, flink_row, measure, prepare_csv, run_child, run_until_read
 
 HERE = Path(__file__).resolve()
 
@@ -34,32 +42,43 @@ def _session():
     return get_spark(parallelism=2, log_file=Path(tempfile.gettempdir()) / "sparkstate-bench-windows.log")
 
 
-def _job(events: int, keys: int, max_batch: int, path: str):
+def _job(events: int, keys: int, max_batch: int, path: str, csv: str = ""):
     from sparkstate import NoopSink, UpiPayments
     from sparkstate.jobs.upi_per_minute import build
 
-    gen = UpiPayments(events=events, merchants=keys, max_batch=max_batch, seed=11)
-    return build(gen).sink(NoopSink()).with_settings(window_path=path, trigger_interval="0 seconds")
+    source = csv_source(csv, events, max_batch) if csv else UpiPayments(
+        events=events, merchants=keys, max_batch=max_batch, seed=11)
+    return build(source).sink(NoopSink()).with_settings(window_path=path, trigger_interval="0 seconds")
 
 
-def _run_sparkstate(spark, events: int, keys: int, max_batch: int, path: str, ckpt: Path) -> dict:
-    result = _job(events, keys, max_batch, path).run(checkpoint_dir=ckpt, spark=spark)
+def _run_sparkstate(spark, events: int, keys: int, max_batch: int, path: str, ckpt: Path, csv: str = "") -> dict:
+    job = _job(events, keys, max_batch, path, csv)
+    # files are an unbounded source: run until the events are read
+    result = run_until_read(job, ckpt, spark, events) if csv else job.run(checkpoint_dir=ckpt, spark=spark)
     assert result.plan == path, result.plan
     return {"events": result.events, "seconds": result.seconds, "steady": result.steady_events_per_second,
             "state_rows": result.state_rows}
 
 
-def _run_handwritten(spark, events: int, keys: int, max_batch: int, ckpt: Path) -> dict:
-    """Spark SQL as its guide writes it: withWatermark, groupBy(window(...), key).agg(...)."""
+def _run_handwritten(spark, events: int, keys: int, max_batch: int, ckpt: Path, csv: str = "") -> dict:
+    """Spark SQL as its guide writes it: withWatermark, groupBy(window(...), key).agg(...);
+    over the generator's rows, or with ``csv`` Spark's own CSV source on the files."""
     from pyspark.sql import functions as F
 
     from sparkstate.runtime.spark_session import state_store_class
     from sparkstate.runtime.spark_sources import raw_marker_options, spark_source
 
-    job = _job(events, keys, max_batch, "native")
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", state_store_class("rocksdb"))
-    df = spark_source(job.source_spec).raw(spark, None, raw_marker_options(job))
+    if csv:
+        files = csv_source(csv, events, max_batch)
+        df = (spark.readStream.schema(CSV_SCHEMA).option("maxFilesPerTrigger", files.max_files_per_trigger)
+              .option("timestampFormat", "yyyy-MM-dd HH:mm:ss.SSS").csv(csv))
+        end = None
+    else:
+        job = _job(events, keys, max_batch, "native")
+        df = spark_source(job.source_spec).raw(spark, None, raw_marker_options(job))
+        end = job.source_spec.end_offset(True)
     out = (
         df.withWatermark("event_time", "5 seconds")
         .groupBy(F.window("event_time", "1 minute"), "merchant_id")
@@ -69,14 +88,15 @@ def _run_handwritten(spark, events: int, keys: int, max_batch: int, ckpt: Path) 
         out.writeStream.format("noop").outputMode("append").option("checkpointLocation", str(ckpt))
         .trigger(processingTime="0 seconds").start()
     )
-    end = job.source_spec.end_offset(True)
     started = time.monotonic()
     from sparkstate.runtime.spark_sources import source_offset
 
     while True:
         progress = query.recentProgress
         last = json.loads(progress[-1].json) if progress else None
-        if last and (source_offset(last["sources"][0]) or 0) >= end:
+        if last and end is not None and (source_offset(last["sources"][0]) or 0) >= end:
+            break
+        if last and end is None and sum(json.loads(p.json)["numInputRows"] for p in progress) >= events:
             break
         if not query.isActive:
             raise SystemExit(f"baseline failed: {query.exception()}")
@@ -93,12 +113,14 @@ def _run_handwritten(spark, events: int, keys: int, max_batch: int, ckpt: Path) 
 
 
 def child(args: argparse.Namespace) -> dict:
+    if args.engine == "flink-w2-sql":  # PyFlink's own interpreter warms up its JVM itself
+        return flink_row("w2-sql", args.csv, args.events, args.csv_warmup)
     spark = _session()
 
     def once(events: int, ckpt: Path) -> dict:
         if args.engine == "handwritten":
-            return _run_handwritten(spark, events, args.keys, args.max_batch, ckpt)
-        return _run_sparkstate(spark, events, args.keys, args.max_batch, args.engine, ckpt)
+            return _run_handwritten(spark, events, args.keys, args.max_batch, ckpt, args.csv)
+        return _run_sparkstate(spark, events, args.keys, args.max_batch, args.engine, ckpt, args.csv)
 
     return measure(once, args.events, args.warmup)
 
@@ -116,6 +138,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="200,000 events, 20,000 warm-up")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--engine", default="python", help=argparse.SUPPRESS)
+    parser.add_argument("--csv", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--csv-warmup", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--skip-files", action="store_true", help="no CSV file rows (and no Flink row)")
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args)))
@@ -137,16 +162,34 @@ def main() -> None:
     for col in ("engine", "events", "wall s", "events/s", "events/s after 1st batch", "peak memory"):
         table.add_column(col, justify="left" if col == "engine" else "right")
     results = {}
-    for name, engine in (("sparkstate python path", "python"), ("sparkstate native path", "native"),
-                         ("spark sql groupBy(window) by hand", "handwritten")):
+    runs = [("sparkstate python path", "python", []), ("sparkstate native path", "native", []),
+            ("spark sql groupBy(window) by hand", "handwritten", [])]
+    work = Path(tempfile.mkdtemp(prefix="sparkstate-bench-csv-"))
+    if not args.skip_files:
+        console.print(f"  writing the {args.events:,} events as CSV files ...")
+        dirs = prepare_csv(work, args.events, args.keys, args.max_batch)
+        files = ["--csv", dirs["csv"], "--csv-warmup", dirs["warmup"]]
+        runs += [("sparkstate python path, CSV files", "python", files),
+                 ("spark sql groupBy(window) by hand, CSV files (Spark's CSV source)", "handwritten", files)]
+        if FLINK_PYTHON.exists():
+            runs.append(("Flink SQL TUMBLE (JVM, RocksDB, parallelism 2), CSV files", "flink-w2-sql", files))
+        else:
+            console.print(f"  (no Flink row: {FLINK_PYTHON} is missing; bash benchmarks/flink/setup.sh makes it)")
+    for name, engine, extra in runs:
         console.print(f"  running {name} ...")
-        r = results[engine] = _child([*common, "--engine", engine])
+        r = results[name] = _child([*common, "--engine", engine, *extra])
         table.add_row(name, f"{r['events']:,}", f"{r['seconds']:.1f}", f"{r['events'] / r['seconds']:,.0f}",
                       f"{r['steady']:,.0f}" if r.get("steady") else "-", f"{r['peak_bytes'] / 2**20:,.1f} MB")
     console.print(table)
-    native, hand = results["native"], results["handwritten"]
+    shutil.rmtree(work, ignore_errors=True)
+    native, hand = results["sparkstate native path"], results["spark sql groupBy(window) by hand"]
     console.print(f"native path vs hand-written Spark SQL: {hand['seconds'] / native['seconds']:.2f}x the speed "
                   f"({(native['seconds'] / hand['seconds'] - 1) * 100:+.1f}% time)")
+    ours = results.get("sparkstate python path, CSV files")
+    for name, r in results.items():
+        if ours is not None and name.endswith(("(Spark's CSV source)", "CSV files")) and r is not ours:
+            console.print(f"sparkstate on the CSV files vs {name.split(',')[0].split(' (')[0]}: "
+                          f"{r['seconds'] / ours['seconds']:.2f}x the speed (wall time for the same events)")
 
 
 if __name__ == "__main__":
