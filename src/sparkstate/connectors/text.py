@@ -493,7 +493,37 @@ class LineParser:
         if max(map(len, values)) > _FAST_MAX_LINE:  # bytes: at least as many as characters
             return None
         data = b"\n".join(values)
-        if data.count(b"\n") != len(values) - 1 or b"\r" in data:
+        if self.format == "json" and data.count(b"[") + data.count(b"{") > len(values) and any(
+            v.count(b"[") + v.count(b"{") > MAX_JSON_DEPTH for v in values
+        ):
+            return None
+        return self._read_joined(data, len(values))
+
+    def parse_column(self, lines: pa.Array) -> pa.RecordBatch | None:
+        """Lines as Arrow holds them (a file's, read by Spark), all at once, when every one of
+        them is an event; None when some line must be read as text line by line. The lines are
+        joined in Arrow, never made Python strings: a blank line, a null, a long line or JSON
+        that may nest too deeply send the block to :meth:`parse_indexed`."""
+        n = len(lines)
+        if self._fast is None or n < FAST_MIN_LINES or lines.null_count or not pa.types.is_string(lines.type):
+            return None
+        # Arrow's whitespace is Python's and more: a line Python finds blank is blank here
+        if pc.any(pc.or_(pc.utf8_is_space(lines), pc.equal(lines, ""))).as_py():
+            return None
+        if pc.max(pc.binary_length(lines)).as_py() > _FAST_MAX_LINE:
+            return None
+        joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), lines), "\n")
+        data = joined[0].as_buffer().to_pybytes()
+        if self.format == "json" and data.count(b"[") + data.count(b"{") > n:
+            brackets = pc.add(pc.count_substring(lines, "["), pc.count_substring(lines, "{"))
+            if pc.max(brackets).as_py() > MAX_JSON_DEPTH:  # maybe nested too deeply: line by line
+                return None
+        return self._read_joined(data, n)
+
+    def _read_joined(self, data: bytes, rows: int) -> pa.RecordBatch | None:
+        """``rows`` records joined by line breaks, read at once (:meth:`_read_at_once`) unless
+        one holds a line break, a ``\\r``, a byte-order mark or invalid UTF-8 (then None)."""
+        if data.count(b"\n") != rows - 1 or b"\r" in data:
             return None
         if not data.isascii():
             try:  # a byte-order mark or invalid UTF-8 is read line by line (invalid bytes replaced)
@@ -501,11 +531,7 @@ class LineParser:
                     return None
             except UnicodeDecodeError:
                 return None
-        if self.format == "json" and data.count(b"[") + data.count(b"{") > len(values) and any(
-            v.count(b"[") + v.count(b"{") > MAX_JSON_DEPTH for v in values
-        ):
-            return None
-        return self._read_at_once(data, len(values))
+        return self._read_at_once(data, rows)
 
     def _read_at_once(self, data: bytes, rows: int) -> pa.RecordBatch | None:
         if self.format == "csv":

@@ -349,11 +349,30 @@ class Packer:
         for batch in batches:
             batch, now = take_now(batch)
             for piece, order in by_file(batch):
-                events, dead, raws = parser.parse(piece.column(0).to_pylist(), with_raw=True)
+                lines = piece.column(0)
+                events = parser.parse_column(lines)  # every line an event, read without Python strings
+                if events is not None:
+                    dead, raws = [], _Lines(lines)
+                else:
+                    events, dead, raws = parser.parse(lines.to_pylist(), with_raw=True)
                 packed = self.pack(events, part, seq, now, raws, dead, order)
                 seq += 1
                 if packed is not None:
                     yield packed
+
+
+class _Lines(Sequence[str]):
+    """An Arrow column's lines, each made a string when asked for (a dead letter made later,
+    such as an event time too far ahead, quotes its line)."""
+
+    def __init__(self, lines: pa.Array) -> None:
+        self._lines = lines
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._lines[i].to_pylist() if isinstance(i, slice) else self._lines[i].as_py()
 
 
 #: The column a packing step's input may carry with the batch's processing time (Spark's

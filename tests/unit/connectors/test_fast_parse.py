@@ -154,6 +154,15 @@ def _same(parser: LineParser, lines: list) -> bool:
         assert fast[0].schema == want[0].schema
         assert repr(fast[0].to_pylist()) == repr(want[0].to_pylist())
         assert fast[1:] == want[1:]
+    try:
+        column = pa.array(lines, pa.string())
+    except (pa.ArrowException, UnicodeEncodeError):  # a lone surrogate: Arrow holds no such line
+        return fast is not None
+    at_once = parser.parse_column(column)
+    if at_once is not None:  # the lines as Arrow holds them (a file's): only when every line is an event
+        assert want[1] == [] and want[3] == list(range(len(lines))), "every line read at once is an event"
+        assert at_once.schema == want[0].schema
+        assert repr(at_once.to_pylist()) == repr(want[0].to_pylist())
     return fast is not None
 
 
@@ -361,3 +370,25 @@ def test_a_good_csv_block_is_read_at_once() -> None:
         assert _same(parser, [f'{t},"m{i}",{i * 0.1},{i},true' for i in range(40)])
         assert _same(parser, [f"{t},m{i},{i}.5,-{i},False" for i in range(40)])
     assert not _same(parser, ["1735689598603,m,1.5,1,true"] * 39 + ["1735689598603,m,nan,1,true"])
+
+
+def test_lines_python_finds_blank_are_never_read_as_arrow_lines() -> None:
+    """Every character Python's ``str.strip`` removes, alone on a line, sends a block of Arrow
+    lines to the line-by-line reading (which skips the line), in both formats."""
+    blanks = [chr(c) for c in range(0x110000) if chr(c).isspace()]
+    for fmt, good_line in (("json", lambda r: good(r, False)), ("csv", lambda r: good_csv(r, False))):
+        parser = LineParser(SCHEMA, format=fmt, key_columns=["k"], time_column="ts")
+        rng = random.Random(7)
+        for blank in blanks:
+            lines = [good_line(rng) for _ in range(FAST_MIN_LINES)]
+            lines[rng.randrange(len(lines))] = blank * rng.randrange(1, 3)
+            assert parser.parse_column(pa.array(lines)) is None
+            _same(parser, lines)
+
+
+def test_a_block_of_arrow_lines_is_read_at_once() -> None:
+    rng = random.Random(8)
+    for fmt, good_line in (("json", lambda r: good(r, False)), ("csv", lambda r: good_csv(r, False))):
+        parser = LineParser(SCHEMA, format=fmt, key_columns=["k"], time_column="ts")
+        answered = sum(parser.parse_column(pa.array([good_line(rng) for _ in range(40)])) is not None for _ in range(20))
+        assert answered >= 10, fmt
