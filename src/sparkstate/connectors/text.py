@@ -128,6 +128,11 @@ def _all_match(col: pa.Array, pattern: str) -> bool:
     return bool(pc.all(pc.match_substring_regex(col, pattern)).as_py() is not False)
 
 
+def _fits(value: str | None, pattern: str) -> bool:
+    """Whether one value matches ``pattern`` (a column's first value: the form to try on all)."""
+    return value is None or re.match(pattern, value) is not None
+
+
 def _epoch_ms_times(col: pa.Array, own: pa.DataType) -> pa.Array | None:
     """Integer epoch milliseconds as timestamps of type ``own``; None when one is out of range."""
     bounds = pc.min_max(col)
@@ -141,11 +146,12 @@ def _epoch_ms_times(col: pa.Array, own: pa.DataType) -> pa.Array | None:
 def _text_times(col: pa.Array, own: pa.DataType, epoch_text: bool) -> pa.Array | None:
     """Timestamp text (``epoch_text``: CSV, where digits are epoch milliseconds) as timestamps
     of type ``own``, as :func:`_timestamp` reads each value; None when one is not an event time."""
+    first = next((v for v in col.drop_null()[:1].to_pylist()), None)
     try:
-        if epoch_text and _all_match(col, _PLAIN_EPOCH_MS):
+        if epoch_text and _fits(first, _PLAIN_EPOCH_MS) and _all_match(col, _PLAIN_EPOCH_MS):
             return _epoch_ms_times(col.cast(pa.int64()), own)
         for pattern, arrow_type in ((_ISO_ZONED, pa.timestamp("us", tz="UTC")), (_ISO_NAIVE, pa.timestamp("us"))):
-            if _all_match(col, pattern):
+            if _fits(first, pattern) and _all_match(col, pattern):
                 times = col.cast(arrow_type)
                 # years 1-9999 in UTC as well (an offset can move a time across either end)
                 bounds = pc.min_max(times.cast(pa.int64()))
