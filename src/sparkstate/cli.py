@@ -1,7 +1,8 @@
-"""The ``sparkstate`` command: list and run the seed jobs.
+"""The ``sparkstate`` command: list and run the seed jobs, and run your own.
 
     sparkstate jobs
     sparkstate run running-sum --events 3000000 --merchants 100000
+    sparkstate run path/to/pipeline.py          # the file's Job (or pipeline.py:NAME, package.module:NAME)
     sparkstate run running-sum --source socket://localhost:9000 --sink console
     sparkstate produce kafka://localhost:9092/payments --events 200000 --create
     sparkstate run running-sum --source kafka://localhost:9092/payments --sink kafka://localhost:9092/totals?create=true
@@ -63,14 +64,22 @@ def list_jobs() -> None:
               help="As for `run`: socket://HOST:PORT, file:DIRECTORY or kafka://HOST:PORT/TOPIC.")
 @click.option("--sink", "sink_spec", metavar="URL", help="As for `run`, e.g. kafka://HOST:PORT/TOPIC (its guarantee shows).")
 def explain_job(job_name: str, events: int, source_spec: str | None, sink_spec: str | None) -> None:
-    """Show how a job runs: source and sink (and their guarantees), key, window, output, and the path the planner picks."""
+    """Show how a job runs: source and sink (and their guarantees), key, window, output, and the path the planner picks.
+    JOB is a seed job or a pipeline file or module (path/to/pipeline.py[:NAME], package.module:NAME)."""
     from sparkstate.connectors.sinks import parse_sink
+    from sparkstate.errors import JobDefinitionError
     from sparkstate.jobs import get_job
+    from sparkstate.runtime.pipeline_file import is_pipeline, load_pipeline
     from sparkstate.runtime.planner import explain
 
     try:
-        seed_job = get_job(job_name)
-        job = seed_job.on_source(seed_job.text_source(source_spec)) if source_spec else seed_job.job(events=events)
+        if is_pipeline(job_name):
+            if source_spec:
+                raise JobDefinitionError(f"--source: a pipeline's job reads its own source ({job_name})")
+            job = load_pipeline(job_name)
+        else:
+            seed_job = get_job(job_name)
+            job = seed_job.on_source(seed_job.text_source(source_spec)) if source_spec else seed_job.job(events=events)
         if sink_spec:
             job = job.sink(parse_sink(sink_spec))
         console.print(text(explain(job)), soft_wrap=True)
@@ -166,17 +175,18 @@ def run(
     from_savepoint: str | None,
     allow_non_restored_state: bool,
 ) -> None:
-    """Run a seed job on its generator, or on events from a socket, files or a Kafka topic (see `sparkstate jobs`)."""
-    from sparkstate.connectors import database
-    from sparkstate.connectors.kafka import KafkaSink
-    from sparkstate.connectors.sinks import ConsoleSink, DatabaseSink, ParquetSink, parse_sink
-    from sparkstate.connectors.sources import describe_guarantee
-    from sparkstate.errors import JobDefinitionError
+    """Run a seed job on its generator, or on events from a socket, files or a Kafka topic (see `sparkstate jobs`);
+    or your own job: JOB is then a pipeline file or module, path/to/pipeline.py[:NAME] or package.module:NAME."""
+    from sparkstate.connectors.sinks import ConsoleSink, ParquetSink, parse_sink
     from sparkstate.jobs import get_job
-    from sparkstate.metrics.memory import PeakMemory
-    from sparkstate.metrics.progress import ProgressPrinter, print_summary
+    from sparkstate.runtime.pipeline_file import is_pipeline
 
     try:
+        if is_pipeline(job_name):
+            _run_pipeline(ctx, job_name, checkpoint_dir=checkpoint_dir, sink_spec=sink_spec, timeout=timeout,
+                          fresh=fresh, quiet=quiet, from_savepoint=from_savepoint,
+                          allow_non_restored_state=allow_non_restored_state)
+            return
         seed_job = get_job(job_name)
         home = Path(".sparkstate") / job_name
         rules = _rules_source(seed_job, rules_spec, home / "rules")
@@ -206,54 +216,18 @@ def run(
         )
         if source_spec and isinstance(sink, ConsoleSink):
             job = job.dead_letters(sink)  # a line that is not an event shows beside the rows, with its reason
-        console.print(text(job.name, "bold") + text(f": {seed_job.description}"))
         source = job.source_spec
         assert source is not None, "a seed job has a source"
-        console.print(text(f"source: {source.describe()} ({describe_guarantee(source)})"))
-        if job.connected is not None:
-            second = job.connected.source
-            console.print(text(f"connected: {second.describe()} ({describe_guarantee(second)}), {job.connected.describe()}"))
-        console.print(text(f"sink: {sink.describe()}; checkpoint: {ckpt}"))
-        if from_savepoint:
-            console.print(text(f"restoring savepoint {from_savepoint} into a new checkpoint"))
-        elif allow_non_restored_state:
-            raise JobDefinitionError("--allow-non-restored-state applies to a restore: add --from-savepoint PATH")
         until = None
-        if not source.bounded:
-            console.print("the source has no end: Ctrl-C (or --timeout) stops the run, and the next run resumes")
-        elif rules is not None and job.connected is not None and not job.connected.source.bounded:
+        if rules is not None and job.connected is not None and not job.connected.source.bounded and source.bounded:
             until = _until_events_read(source)
-            console.print("the rules have no end: the run stops once every event is read (rules read so far stay in "
-                          "the checkpoint, and rules that arrive later are read by the next run)")
-        console.print("starting Spark (the first batch includes Spark's start-up)...")
-        printer = None if quiet else ProgressPrinter(console, total_events=None if source_spec else events)
-        with PeakMemory() as memory:
-            # --fresh deletes only what sparkstate made for the job (its checkpoint, output folder and the
-            # tables it created; a database's markers too, as the new checkpoint's batch ids start at 0 again),
-            # under the checkpoint's lock, once the job is known to be well formed
-            result = job.run(checkpoint_dir=ckpt, on_progress=printer, timeout=timeout, until=until,
-                             log_file=home / "spark.log",
-                             fresh=fresh, on_notice=_notice, from_savepoint=from_savepoint,
-                             allow_non_restored_state=allow_non_restored_state)
-        result.peak_memory_bytes = memory.peak_bytes
-        from sparkstate.runtime.state_reader import state_keys  # Spark has started by now
-
-        result.state_keys = state_keys(ckpt, state_backend)
-        if result.already_complete:
-            console.print(text(f"{job.name} already ran to the end", "green")
-                          + text(" with this checkpoint; --fresh starts over."))
-        print_summary(result, console)
-        if isinstance(sink, ParquetSink) and seed_job.summary_key:
-            _print_results(sink.path, seed_job.summary_key, seed_job.summary_order)
-        if isinstance(sink, KafkaSink):
-            console.print(text(f"output: Kafka topic {sink.topic}" + (
-                "; readers with isolation.level=read_committed see each batch once" if sink.transactional else "")))
-        if isinstance(sink, DatabaseSink):
-            bound = database.bind_job_sinks(job).sink_spec
-            console.print(text(f"output: {database.count_rows(bound):,} rows in table {bound.table} ({bound.describe()})"))
-        if result.stopped_with_savepoint and result.savepoint:
-            console.print(text("stopped with savepoint ", "green") + text(str(result.savepoint["location"]), "bold"))
-            console.print(text(_restore_hint(job_name, str(result.savepoint["location"]))), soft_wrap=True)
+        _run_and_report(
+            job, seed_job.description, ckpt=ckpt, home=home, restore_name=job_name, total_events=None if source_spec else events,
+            until=until, timeout=timeout, fresh=fresh, quiet=quiet, from_savepoint=from_savepoint,
+            allow_non_restored_state=allow_non_restored_state,
+            results=(lambda: _print_results(sink.path, seed_job.summary_key, seed_job.summary_order))
+            if isinstance(sink, ParquetSink) and seed_job.summary_key else None,
+        )
     except SparkStateError as exc:
         errors.print(labelled("error:", "red", exc), soft_wrap=True)
         sys.exit(1)
@@ -261,6 +235,122 @@ def run(
         errors.print("interrupted: the checkpoint keeps every committed batch, and the next run resumes from it",
                      soft_wrap=True)
         sys.exit(130)
+
+
+def _run_and_report(
+    job: Any, description: str, *, ckpt: str, home: Path, restore_name: str, total_events: int | None, until: Any,
+    timeout: float | None, fresh: bool, quiet: bool, from_savepoint: str | None, allow_non_restored_state: bool,
+    results: Any = None,
+) -> None:
+    """Run ``job`` as the CLI does: what it reads and writes, a line per micro-batch, the summary,
+    and where its output is (``results`` prints a seed job's top rows)."""
+    from sparkstate.connectors import database
+    from sparkstate.connectors.kafka import KafkaSink
+    from sparkstate.connectors.sinks import DatabaseSink
+    from sparkstate.connectors.sources import describe_guarantee
+    from sparkstate.errors import JobDefinitionError
+    from sparkstate.metrics.memory import PeakMemory
+    from sparkstate.metrics.progress import ProgressPrinter, print_summary
+
+    sink, source = job.sink_spec, job.source_spec
+    if source is None:
+        raise JobDefinitionError(f"job {job.name!r} has no source: give it one with .source(...)")
+    console.print(text(job.name, "bold") + text(f": {description}" if description else ""))
+    console.print(text(f"source: {source.describe()} ({describe_guarantee(source)})"))
+    if job.connected is not None:
+        second = job.connected.source
+        console.print(text(f"connected: {second.describe()} ({describe_guarantee(second)}), {job.connected.describe()}"))
+    console.print(text(f"sink: {sink.describe()}; checkpoint: {ckpt}"))
+    if from_savepoint:
+        console.print(text(f"restoring savepoint {from_savepoint} into a new checkpoint"))
+    elif allow_non_restored_state:
+        raise JobDefinitionError("--allow-non-restored-state applies to a restore: add --from-savepoint PATH")
+    if not source.bounded:
+        console.print("the source has no end: Ctrl-C (or --timeout) stops the run, and the next run resumes")
+    elif until is not None:
+        console.print("the rules have no end: the run stops once every event is read (rules read so far stay in "
+                      "the checkpoint, and rules that arrive later are read by the next run)")
+    console.print("starting Spark (the first batch includes Spark's start-up)...")
+    printer = None if quiet else ProgressPrinter(console, total_events=total_events)
+    with PeakMemory() as memory:
+        # --fresh deletes only what sparkstate made for the job (its checkpoint, output folder and the
+        # tables it created; a database's markers too, as the new checkpoint's batch ids start at 0 again),
+        # under the checkpoint's lock, once the job is known to be well formed
+        result = job.run(checkpoint_dir=ckpt, on_progress=printer, timeout=timeout, until=until,
+                         log_file=home / "spark.log",
+                         fresh=fresh, on_notice=_notice, from_savepoint=from_savepoint,
+                         allow_non_restored_state=allow_non_restored_state)
+    result.peak_memory_bytes = memory.peak_bytes
+    from sparkstate.runtime.state_reader import state_keys  # Spark has started by now
+
+    result.state_keys = state_keys(ckpt, job.settings.state_backend)
+    if result.already_complete:
+        console.print(text(f"{job.name} already ran to the end", "green")
+                      + text(" with this checkpoint; --fresh starts over."))
+    print_summary(result, console)
+    if results is not None:
+        results()
+    if isinstance(sink, KafkaSink):
+        console.print(text(f"output: Kafka topic {sink.topic}" + (
+            "; readers with isolation.level=read_committed see each batch once" if sink.transactional else "")))
+    if isinstance(sink, DatabaseSink):
+        bound = database.bind_job_sinks(job).sink_spec
+        console.print(text(f"output: {database.count_rows(bound):,} rows in table {bound.table} ({bound.describe()})"))
+    if result.stopped_with_savepoint and result.savepoint:
+        console.print(text("stopped with savepoint ", "green") + text(str(result.savepoint["location"]), "bold"))
+        console.print(text(_restore_hint(restore_name, str(result.savepoint["location"]))), soft_wrap=True)
+
+
+#: ``run`` options a pipeline file's job takes from the command line (with these names), over its own settings
+_PIPELINE_SETTINGS = ("state_backend", "partitions", "key_groups", "trigger", "retained", "incremental", "window_path",
+                      "max_ahead")
+
+
+def _run_pipeline(ctx: click.Context, spec: str, *, checkpoint_dir: str | None, sink_spec: str | None,
+                  timeout: float | None, fresh: bool, quiet: bool, from_savepoint: str | None,
+                  allow_non_restored_state: bool) -> None:
+    """``sparkstate run PIPELINE``: the user's job with its own source, sink and settings; the
+    command line's checkpoint, sink and settings over them, where given."""
+    from click.core import ParameterSource
+
+    from sparkstate.connectors.sinks import ParquetSink, parse_sink
+    from sparkstate.errors import JobDefinitionError
+    from sparkstate.runtime.pipeline_file import load_pipeline
+
+    given = {name for name in ctx.params if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE}
+    seed_only = sorted(given & {*_GENERATOR_OPTIONS, "source_spec", "rules_spec"})
+    if seed_only:
+        names = ", ".join("--" + {"settings": "set", "source_spec": "source", "rules_spec": "rules"}.get(n, n.replace("_", "-"))
+                          for n in seed_only)
+        raise JobDefinitionError(f"{names}: these shape a seed job's input; a pipeline's job reads its own source "
+                                 f"({spec}): change it in the file")
+    job = load_pipeline(spec)
+    p = ctx.params
+    settings = {}
+    if "partitions" in given:
+        settings["parallelism"] = p["partitions"]
+    for name in ("key_groups", "window_path"):
+        if name in given:
+            settings[name] = p[name]
+    if "max_ahead" in given:
+        settings["max_event_time_ahead"] = None if p["max_ahead"].strip().lower() == "none" else p["max_ahead"]
+    if settings:
+        job = job.with_settings(**settings)
+    checkpointing = {key: p[name] for name, key in (("state_backend", "state_backend"), ("trigger", "interval"),
+                                                    ("retained", "retained"), ("incremental", "incremental"))
+                     if name in given}
+    if checkpointing:
+        job = job.with_checkpointing(**checkpointing)
+    home = Path(".sparkstate") / job.name
+    ckpt = checkpoint_dir or (str(job.settings.checkpoint.directory) if job.settings.checkpoint.directory
+                              else str(home / "checkpoint"))
+    if sink_spec:
+        job = job.sink(parse_sink(sink_spec))
+    elif job.sink_spec is None:
+        job = job.sink(ParquetSink(str(home / "output") if checkpoint_dir is None else f"{ckpt.rstrip('/')}/output"))
+    _run_and_report(job, f"from {spec}", ckpt=ckpt, home=home, restore_name=spec, total_events=None, until=None,
+                    timeout=timeout, fresh=fresh, quiet=quiet, from_savepoint=from_savepoint,
+                    allow_non_restored_state=allow_non_restored_state)
 
 
 def _rules_source(seed_job: Any, spec: str | None, default_dir: Path) -> Any:

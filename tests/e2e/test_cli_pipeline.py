@@ -1,0 +1,77 @@
+"""`sparkstate run path/to/pipeline.py`: a user's own job gets the CLI (progress, summary,
+resume, explain), as a person runs it, in its own process; its classes, a state value's too,
+reach Spark's workers from a file they cannot import."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from tests.e2e.test_cli_runs import sparkstate
+
+PIPELINE = textwrap.dedent('''
+    from dataclasses import dataclass
+
+    from sparkstate import Job, KeyedProcessFunction, ParquetSink, UpiPayments, ValueStateDescriptor
+
+
+    @dataclass
+    class Totals:  # a state value of a class only this file defines
+        count: int = 0
+        total: float = 0.0
+
+
+    class RunningSum(KeyedProcessFunction):
+        def open(self, ctx):
+            self.totals = ctx.get_state(ValueStateDescriptor("totals", Totals))
+
+        def process_element(self, event, ctx):
+            t = self.totals.value() or Totals()
+            t = Totals(t.count + 1, t.total + event["amount"])
+            self.totals.update(t)
+            yield {"merchant_id": ctx.get_current_key(), "count": t.count, "total": t.total}
+
+
+    job = (
+        Job("my-running-sum")
+        .source(UpiPayments(events=20_000, merchants=300, max_batch=10_000))
+        .key_by("merchant_id")
+        .process(RunningSum(), output_schema="merchant_id string, count bigint, total double")
+        .sink(ParquetSink("out/my-running-sum"))
+    )
+
+    if __name__ == "__main__":
+        raise SystemExit("the CLI imports the file, it does not run it as a script")
+''')
+
+
+def test_a_pipeline_file_runs_with_the_cli_and_resumes(tmp_path: Path) -> None:
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "pipeline.py").write_text(PIPELINE)
+    first = sparkstate(tmp_path, "run", "jobs/pipeline.py", "--partitions", "2")
+    assert first.returncode == 0, first.stderr
+    out = first.stdout
+    assert "my-running-sum: from jobs/pipeline.py" in out
+    assert "exactly-once" in out and any(ln.startswith("sink: ") and "out/my-running-sum" in ln for ln in out.splitlines())
+    assert "batch 0" in out and "batch 1" in out and "status" in out and "complete" in out and "20,000" in out
+    assert (tmp_path / ".sparkstate" / "my-running-sum" / "checkpoint" / "sparkstate.json").exists()
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(tmp_path / "out" / "my-running-sum").to_pylist()
+    assert len(rows) == 20_000 and sum(1 for r in rows if r["count"] == 1) == 300
+    again = sparkstate(tmp_path, "run", "jobs/pipeline.py:job")
+    assert again.returncode == 0, again.stderr
+    assert "already ran to the end" in again.stdout
+    explained = sparkstate(tmp_path, "explain", "jobs/pipeline.py")
+    assert explained.returncode == 0, explained.stderr
+    assert "merchant_id" in explained.stdout and "exactly-once" in explained.stdout
+
+
+def test_a_pipeline_refuses_seed_options_and_says_what_is_wrong(tmp_path: Path) -> None:
+    (tmp_path / "pipeline.py").write_text(PIPELINE)
+    refused = sparkstate(tmp_path, "run", "pipeline.py", "--events", "10", "--merchants", "5")
+    assert refused.returncode == 1
+    assert "--events, --merchants: these shape a seed job's input" in refused.stderr
+    missing = sparkstate(tmp_path, "run", "nope.py")
+    assert missing.returncode == 1 and "no file nope.py" in missing.stderr
+    assert "Traceback" not in missing.stderr
