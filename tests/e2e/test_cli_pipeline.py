@@ -75,3 +75,52 @@ def test_a_pipeline_refuses_seed_options_and_says_what_is_wrong(tmp_path: Path) 
     missing = sparkstate(tmp_path, "run", "nope.py")
     assert missing.returncode == 1 and "no file nope.py" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+SUBMITTED = textwrap.dedent('''
+    import json
+    from pathlib import Path
+
+    from sparkstate import Job, KeyedProcessFunction, NoopSink, UpiPayments, ValueStateDescriptor
+    from sparkstate.runtime.spark_session import active_session
+
+
+    class Count(KeyedProcessFunction):
+        def open(self, ctx):
+            self.count = ctx.get_state(ValueStateDescriptor("count", int, default=0))
+
+        def process_element(self, event, ctx):
+            self.count.update(self.count.value() + 1)
+            yield {"merchant_id": ctx.get_current_key(), "count": self.count.value()}
+
+
+    job = (Job("submitted").source(UpiPayments(events=5_000, merchants=50, max_batch=5_000)).key_by("merchant_id")
+           .process(Count(), output_schema="merchant_id string, count bigint").sink(NoopSink()))
+
+    if __name__ == "__main__":
+        result = job.run(checkpoint_dir="ckpt")
+        spark = active_session()
+        print("RESULT", json.dumps({"events": result.events, "master": spark.sparkContext.master,
+                                    "app": spark.sparkContext.appName,
+                                    "partitions": spark.conf.get("spark.sql.shuffle.partitions")}))
+''')
+
+
+def test_a_pipeline_file_under_spark_submit_takes_the_submits_master_and_settings(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "pipeline.py").write_text(SUBMITTED)
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "PYSPARK_PYTHON": sys.executable}
+    env.pop("SPARK_HOME", None)
+    proc = subprocess.run(
+        [str(bin_dir / "spark-submit"), "--master", "local[1]", "--name", "mine", "--conf", "spark.sql.shuffle.partitions=3",
+         "pipeline.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
+    assert json.loads(line.removeprefix("RESULT ")) == {"events": 5000, "master": "local[1]", "app": "mine", "partitions": "3"}
+    # the checkpoint records the submit's partitions, which a later run keeps
+    assert json.loads((tmp_path / "ckpt" / "sparkstate.json").read_text())["settings"]["parallelism"] == 3

@@ -176,7 +176,7 @@ def _run_locked(
     from_savepoint: str | None = None,
     allow_non_restored_state: bool = False,
 ) -> RunResult:
-    from sparkstate.runtime.spark_session import active_session, get_spark, local_cores, state_store_class
+    from sparkstate.runtime.spark_session import active_session, get_spark, local_cores, state_store_class, submitted
     from sparkstate.runtime.spark_sinks import check_file_sink, database_writers, open_database_sinks, restore_warnings
     from sparkstate.runtime.spark_sources import batch_events, restore_notes, restored_offset, source_columns
 
@@ -205,8 +205,12 @@ def _run_locked(
     if job.connected is not None and job.connected.is_broadcast:
         spec = replace(spec, broadcast_dir=broadcast_dir(checkpoint))  # refused here, before anything is written
     spark = spark or active_session()
+    if spark is None and submitted():
+        spark = get_spark(log_file=log_file)  # spark-submit's session: its partitions are the default
     if job.settings.parallelism:
         partitions = job.settings.parallelism
+    elif spark is not None and submitted():
+        partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
     elif spark is not None:
         partitions = int(spark.sparkContext.defaultParallelism)
     else:

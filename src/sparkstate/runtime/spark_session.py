@@ -96,13 +96,17 @@ def get_spark(
 ):
     """Return the active SparkSession, or create a local one tuned for sparkstate.
 
-    ``parallelism`` sets both the local cores and the default shuffle partitions.
+    ``parallelism`` sets both the local cores and the default shuffle partitions. Under
+    ``spark-submit`` (:func:`submitted`) the session takes the submit's master and settings,
+    and sparkstate's own only where the submit sets none.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     active = active_session()
     if active is not None:
         return active
+    if submitted():
+        return _submitted_session(log_file, extra_conf)
     cores = local_cores(parallelism)
     conf = {
         "spark.master": master or f"local[{cores}]",
@@ -134,6 +138,37 @@ def get_spark(
         cache = class_cache.Plan()
         spark = _start(conf, log_file)
     class_cache.finish_at_exit(cache)
+    quiet_loggers(spark)
+    return spark
+
+
+def submitted() -> bool:
+    """Whether this process is a driver ``spark-submit`` started: its JVM runs already, with the
+    submit's master and settings (PySpark connects to it through ``PYSPARK_GATEWAY_PORT``)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _submitted_session(log_file: str | Path | None, extra_conf: dict[str, str] | None):
+    """The session of a ``spark-submit`` run: sparkstate's settings where the submit gave none
+    (never the master, the driver's memory or the JVM's options: the submit fixed them)."""
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connect to the submit's JVM: SparkConf() reads it, else nothing
+    given = SparkConf()  # the submit's spark.* settings
+    ours = {
+        "spark.app.name": "sparkstate",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.streaming.stateStore.providerClass": _ROCKSDB_CLASS,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+        "spark.python.worker.reuse": "true",
+        "spark.executorEnv.PYTHONPATH": _worker_path(),
+        **(extra_conf or {}),
+    }
+    spark = _start({k: v for k, v in ours.items() if not given.contains(k)}, log_file)
+    if not given.contains("spark.sql.shuffle.partitions"):  # Spark's default, 200, is far too many here
+        spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
     quiet_loggers(spark)
     return spark
 
