@@ -342,8 +342,7 @@ def _run_pipeline(ctx: click.Context, spec: str, *, checkpoint_dir: str | None, 
     if checkpointing:
         job = job.with_checkpointing(**checkpointing)
     home = Path(".sparkstate") / job.name
-    ckpt = checkpoint_dir or (str(job.settings.checkpoint.directory) if job.settings.checkpoint.directory
-                              else str(home / "checkpoint"))
+    ckpt = checkpoint_dir or _pipeline_checkpoint(job)
     if sink_spec:
         job = job.sink(parse_sink(sink_spec))
     elif job.sink_spec is None:
@@ -612,7 +611,8 @@ def list_checkpoints(job_name: str, checkpoint_dir: str | None) -> None:
     from sparkstate.runtime.checkpoint_stats import retained_checkpoints
 
     try:
-        checkpoint = CheckpointDir.open(checkpoint_dir or str(Path(".sparkstate") / job_name / "checkpoint"))
+        job_arg, (job_name, default_dir) = job_name, _job_checkpoint(job_name)
+        checkpoint = CheckpointDir.open(checkpoint_dir or default_dir)
         notes: list[str] = []
         rows = retained_checkpoints(checkpoint, notes)
         for note in notes:
@@ -620,7 +620,7 @@ def list_checkpoints(job_name: str, checkpoint_dir: str | None) -> None:
         if not rows:
             what = "holds no committed checkpoint" if checkpoint.exists() else "does not exist"
             errors.print(labelled("error:", "red", f"checkpoint directory {checkpoint.root} {what}: run `sparkstate run "
-                                  f"{job_name}` first, or give the job's directory with --checkpoint DIR"), soft_wrap=True)
+                                  f"{job_arg}` first, or give the job's directory with --checkpoint DIR"), soft_wrap=True)
             sys.exit(1)
         try:
             owner = checkpoint.read_metadata().get("job")
@@ -670,11 +670,12 @@ def savepoint_command(job_name: str, stop: bool, batch: int | None, checkpoint_d
     from sparkstate.runtime.savepoint_requests import savepoint
     from sparkstate.runtime.savepoints import DEFAULT_SAVEPOINT_DIR
 
-    home = Path(".sparkstate") / job_name
     started = time.monotonic()
     try:
+        job_arg, (job_name, default_dir) = job_name, _job_checkpoint(job_name)
+        home = Path(".sparkstate") / job_name
         meta = savepoint(
-            checkpoint_dir or str(home / "checkpoint"), stop=stop, batch=batch, target=target,
+            checkpoint_dir or default_dir, stop=stop, batch=batch, target=target,
             savepoint_dir=DEFAULT_SAVEPOINT_DIR, wait=wait, log_file=home / "spark.log", job=job_name,
             on_wait=lambda message: console.print(text(message + "; waiting..."), soft_wrap=True),
         )
@@ -686,7 +687,25 @@ def savepoint_command(job_name: str, stop: bool, batch: int | None, checkpoint_d
                      soft_wrap=True)
         sys.exit(130)
     console.print(_savepoint_table(meta, time.monotonic() - started))
-    console.print(text(_restore_hint(str(meta.get("job") or job_name), str(meta["location"]))), soft_wrap=True)
+    restore = job_arg if job_arg != job_name else str(meta.get("job") or job_name)
+    console.print(text(_restore_hint(restore, str(meta["location"]))), soft_wrap=True)
+
+
+def _job_checkpoint(job_arg: str) -> tuple[str, str]:
+    """A JOB argument's job name and its default checkpoint directory: a seed job's
+    ``.sparkstate/JOB/checkpoint``; a pipeline's own directory, else ``.sparkstate/NAME/checkpoint``."""
+    from sparkstate.runtime.pipeline_file import is_pipeline, load_pipeline
+
+    if not is_pipeline(job_arg):
+        return job_arg, str(Path(".sparkstate") / job_arg / "checkpoint")
+    job = load_pipeline(job_arg)
+    return job.name, _pipeline_checkpoint(job)
+
+
+def _pipeline_checkpoint(job: Any) -> str:
+    """A pipeline's job's checkpoint: its own directory, else ``.sparkstate/NAME/checkpoint``."""
+    own = job.settings.checkpoint.directory
+    return str(own) if own else str(Path(".sparkstate") / job.name / "checkpoint")
 
 
 def _savepoint_table(meta: dict, waited: float) -> Table:

@@ -65,6 +65,17 @@ def test_a_pipeline_file_runs_with_the_cli_and_resumes(tmp_path: Path) -> None:
     explained = sparkstate(tmp_path, "explain", "jobs/pipeline.py")
     assert explained.returncode == 0, explained.stderr
     assert "merchant_id" in explained.stdout and "exactly-once" in explained.stdout
+    listed = sparkstate(tmp_path, "checkpoints", "jobs/pipeline.py")
+    assert listed.returncode == 0, listed.stderr
+    assert "my-running-sum: 2 retained checkpoints" in listed.stdout
+
+
+def test_the_readmes_example_file_runs_as_the_readme_says(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "pipeline.py"
+    run = sparkstate(tmp_path, "run", str(example), "--quiet")
+    assert run.returncode == 0, run.stderr
+    assert "running-sum: from" in run.stdout and "200,000" in run.stdout
+    assert (tmp_path / "out" / "running-sum").is_dir() and (tmp_path / ".sparkstate" / "running-sum" / "checkpoint").is_dir()
 
 
 def test_a_pipeline_refuses_seed_options_and_says_what_is_wrong(tmp_path: Path) -> None:

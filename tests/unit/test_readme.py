@@ -36,3 +36,13 @@ def test_readme_examples_run_in_order(monkeypatch, tmp_path):
         f"tests/integration/test_readme_spark.py runs {sorted(SPARK_SECTIONS)} on Spark"
     )
     assert not list(tmp_path.iterdir()), "building the examples' jobs wrote files"
+
+
+def test_the_first_example_is_the_example_file():
+    """examples/pipeline.py is the README's first example (what `sparkstate run` runs in the README)."""
+    from pathlib import Path
+
+    from tests.readme_examples import python_blocks
+
+    file = (Path(__file__).resolve().parents[2] / "examples" / "pipeline.py").read_text()
+    assert file.split('"""\n\n', 1)[1] == python_blocks()[0].code
