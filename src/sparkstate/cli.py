@@ -145,6 +145,11 @@ def explain_job(job_name: str, events: int, source_spec: str | None, sink_spec: 
               "give another --checkpoint.")
 @click.option("--allow-non-restored-state", is_flag=True,
               help="With --from-savepoint: drop the savepoint's states the job no longer declares instead of refusing.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), metavar="PORT",
+              help="Serve the run's metrics over HTTP on this port (0: any free one): Flink's /jobs/ID/metrics?get=... "
+              "and /jobs/ID/checkpoints, and Prometheus's /metrics.")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True,
+              help="The address the metrics endpoint listens on (0.0.0.0: every interface).")
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -174,6 +179,8 @@ def run(
     quiet: bool,
     from_savepoint: str | None,
     allow_non_restored_state: bool,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run a seed job on its generator, or on events from a socket, files or a Kafka topic (see `sparkstate jobs`);
     or your own job: JOB is then a pipeline file or module, path/to/pipeline.py[:NAME] or package.module:NAME."""
@@ -185,7 +192,7 @@ def run(
         if is_pipeline(job_name):
             _run_pipeline(ctx, job_name, checkpoint_dir=checkpoint_dir, sink_spec=sink_spec, timeout=timeout,
                           fresh=fresh, quiet=quiet, from_savepoint=from_savepoint,
-                          allow_non_restored_state=allow_non_restored_state)
+                          allow_non_restored_state=allow_non_restored_state, metrics=(metrics_port, metrics_host))
             return
         seed_job = get_job(job_name)
         home = Path(".sparkstate") / job_name
@@ -224,7 +231,7 @@ def run(
         _run_and_report(
             job, seed_job.description, ckpt=ckpt, home=home, restore_name=job_name, total_events=None if source_spec else events,
             until=until, timeout=timeout, fresh=fresh, quiet=quiet, from_savepoint=from_savepoint,
-            allow_non_restored_state=allow_non_restored_state,
+            allow_non_restored_state=allow_non_restored_state, metrics=(metrics_port, metrics_host),
             results=(lambda: _print_results(sink.path, seed_job.summary_key, seed_job.summary_order))
             if isinstance(sink, ParquetSink) and seed_job.summary_key else None,
         )
@@ -240,7 +247,7 @@ def run(
 def _run_and_report(
     job: Any, description: str, *, ckpt: str, home: Path, restore_name: str, total_events: int | None, until: Any,
     timeout: float | None, fresh: bool, quiet: bool, from_savepoint: str | None, allow_non_restored_state: bool,
-    results: Any = None,
+    metrics: tuple[int | None, str] = (None, "127.0.0.1"), results: Any = None,
 ) -> None:
     """Run ``job`` as the CLI does: what it reads and writes, a line per micro-batch, the summary,
     and where its output is (``results`` prints a seed job's top rows)."""
@@ -279,7 +286,8 @@ def _run_and_report(
         result = job.run(checkpoint_dir=ckpt, on_progress=printer, timeout=timeout, until=until,
                          log_file=home / "spark.log",
                          fresh=fresh, on_notice=_notice, from_savepoint=from_savepoint,
-                         allow_non_restored_state=allow_non_restored_state)
+                         allow_non_restored_state=allow_non_restored_state,
+                         metrics_port=metrics[0], metrics_host=metrics[1])
     result.peak_memory_bytes = memory.peak_bytes
     from sparkstate.runtime.state_reader import state_keys  # Spark has started by now
 
@@ -301,14 +309,9 @@ def _run_and_report(
         console.print(text(_restore_hint(restore_name, str(result.savepoint["location"]))), soft_wrap=True)
 
 
-#: ``run`` options a pipeline file's job takes from the command line (with these names), over its own settings
-_PIPELINE_SETTINGS = ("state_backend", "partitions", "key_groups", "trigger", "retained", "incremental", "window_path",
-                      "max_ahead")
-
-
 def _run_pipeline(ctx: click.Context, spec: str, *, checkpoint_dir: str | None, sink_spec: str | None,
                   timeout: float | None, fresh: bool, quiet: bool, from_savepoint: str | None,
-                  allow_non_restored_state: bool) -> None:
+                  allow_non_restored_state: bool, metrics: tuple[int | None, str]) -> None:
     """``sparkstate run PIPELINE``: the user's job with its own source, sink and settings; the
     command line's checkpoint, sink and settings over them, where given."""
     from click.core import ParameterSource
@@ -349,7 +352,7 @@ def _run_pipeline(ctx: click.Context, spec: str, *, checkpoint_dir: str | None, 
         job = job.sink(ParquetSink(str(home / "output") if checkpoint_dir is None else f"{ckpt.rstrip('/')}/output"))
     _run_and_report(job, f"from {spec}", ckpt=ckpt, home=home, restore_name=spec, total_events=None, until=None,
                     timeout=timeout, fresh=fresh, quiet=quiet, from_savepoint=from_savepoint,
-                    allow_non_restored_state=allow_non_restored_state)
+                    allow_non_restored_state=allow_non_restored_state, metrics=metrics)
 
 
 def _rules_source(seed_job: Any, spec: str | None, default_dir: Path) -> Any:

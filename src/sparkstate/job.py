@@ -82,6 +82,8 @@ class Job(JobDescription):
         on_notice: Callable[[str], None] | None = None,
         from_savepoint: str | Path | None = None,
         allow_non_restored_state: bool = False,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
     ) -> RunResult:
         """Run on Spark until a bounded source is exhausted, ``until(result)`` holds, or
         ``timeout`` seconds pass (an unbounded source needs one of the two).
@@ -103,7 +105,41 @@ class Job(JobDescription):
         the job is refused before anything runs (:class:`~sparkstate.errors.SavepointError`); a
         state the savepoint holds and the job no longer declares is refused unless
         ``allow_non_restored_state`` (then it is dropped).
+
+        ``metrics_port`` serves the run's metrics over HTTP while it runs, on ``metrics_host``
+        (127.0.0.1: this machine only): Flink's ``/jobs/<id>/metrics?get=...`` and
+        ``/jobs/<id>/checkpoints``, and Prometheus's ``/metrics`` (``sparkstate.metrics.endpoint``);
+        0 takes any free port. Its address goes to ``on_notice`` before Spark starts.
         """
+        if metrics_port is None:
+            return self._run(checkpoint_dir, spark, on_progress, timeout, log_file, until, fresh, on_notice,
+                             from_savepoint, allow_non_restored_state)
+        from sparkstate.metrics.endpoint import JobMetrics, MetricsServer
+
+        metrics = JobMetrics(self.name, {"key_groups": self.settings.key_groups, "parallelism": self.settings.parallelism,
+                                         "state_backend": self.settings.state_backend})
+        server = MetricsServer(metrics, metrics_port, metrics_host).start()
+
+        def progress(p: dict[str, Any]) -> None:
+            metrics.on_progress(p)
+            if on_progress is not None:
+                on_progress(p)
+
+        if on_notice is not None:
+            on_notice(f"metrics: {server.url}/jobs/{metrics.id}/metrics?get=numRecordsIn (Prometheus: {server.url}/metrics)")
+        try:
+            result = self._run(checkpoint_dir, spark, progress, timeout, log_file, until, fresh, on_notice,
+                               from_savepoint, allow_non_restored_state)
+        except BaseException:
+            metrics.finish("FAILED")
+            raise
+        finally:
+            server.stop()
+        metrics.finish("FINISHED" if result.completed else "CANCELED")
+        return result
+
+    def _run(self, checkpoint_dir: Any, spark: Any, on_progress: Any, timeout: Any, log_file: Any, until: Any,
+             fresh: bool, on_notice: Any, from_savepoint: Any, allow_non_restored_state: bool) -> RunResult:
         from sparkstate.runtime.run_loop import run_job
 
         return run_job(

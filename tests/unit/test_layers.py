@@ -103,9 +103,9 @@ MAY_IMPORT = {
     "runtime": {"api", "engine", "connectors", "errors", "fault_points", "savepoint"},
     # reporting: reads what runtime hands it
     "metrics": {"api", "engine", "connectors", "errors", "runtime", "savepoint"},
-    # Job = description + run() (runtime) + harness() (testing); a bare streaming DataFrame
-    # given to .source() becomes a connectors DataFrameSource
-    "job": {"api", "engine", "connectors", "errors", "runtime", "savepoint", "testing"},
+    # Job = description + run() (runtime, and the metrics endpoint it serves) + harness()
+    # (testing); a bare streaming DataFrame given to .source() becomes a connectors DataFrameSource
+    "job": {"api", "engine", "connectors", "errors", "runtime", "metrics", "savepoint", "testing"},
     # the seed jobs: descriptions built with the public classes
     "jobs": {"api", "connectors", "errors", "job"},
     "cli": {"api", "engine", "connectors", "errors", "runtime", "savepoint", "testing", "metrics", "job", "jobs",

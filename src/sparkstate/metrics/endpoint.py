@@ -1,0 +1,279 @@
+"""A running job's metrics over HTTP: Flink's REST shapes for people and scripts, and
+Prometheus's text format for scrapers (``run(metrics_port=8081)``, ``--metrics-port``).
+
+    GET /jobs                          {"jobs": [{"id", "name", "status", "start-time"}]}
+    GET /jobs/<id>/metrics             the metric names, [{"id": name}, ...]
+    GET /jobs/<id>/metrics?get=a,b     [{"id": "a", "value": "..."}, ...] (values as text, as Flink's);
+                                       a name not known is answered {"id": n, "error": ...}
+    GET /jobs/<id>/checkpoints         {"counts": {...}, "latest": {...}, "history": [...]}
+    GET /metrics                       Prometheus text (prometheus_client), label job=<name>
+
+Values are a snapshot the run loop updates once per micro-batch from Spark's progress report
+and sparkstate's checkpoint record (:meth:`JobMetrics.on_progress`); a request reads the
+snapshot under a lock and never waits for a batch. Requests are served by their own threads
+with a socket timeout, so a slow or hung client cannot hold up the job or other clients.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from sparkstate.errors import SparkStateError
+
+#: Flink's metric names where Flink has them, then sparkstate's own: name -> (what, unit)
+METRICS: dict[str, str] = {
+    "numRecordsIn": "events read, all batches",
+    "numRecordsInPerSecond": "events per second of the last batch",
+    "numRecordsOut": "rows written to the sink, all batches",
+    "numRecordsOutPerSecond": "rows written per second of the last batch",
+    "lastCheckpointDuration": "ms: the last checkpoint's state commit, offset log and commit log",
+    "lastCheckpointSize": "bytes the last checkpoint wrote (its delta)",
+    "lastCheckpointFullSize": "bytes a restore of the last checkpoint reads",
+    "numberOfCompletedCheckpoints": "checkpoints (batches) committed by this run",
+    "numberOfFailedCheckpoints": "batches that failed (a failed batch ends the run)",
+    "currentInputWatermark": "the watermark, epoch ms (none before the first)",
+    "stateSizeBytes": "Spark's figure of the state's size",
+    "stateEntries": "state-store entries",
+    "deadLetters": "events sent to the dead_letters side output, all batches",
+    "lateEvents": "events sent to the late_data side output, all batches",
+    "batchDuration": "ms the last micro-batch took",
+    "eventTimeLag": "ms: processing time minus the watermark, at the last batch",
+    "batches": "micro-batches run",
+}
+
+
+class MetricsPortError(SparkStateError):
+    """The metrics endpoint's port cannot be bound."""
+
+
+class JobMetrics:
+    """The figures the endpoint serves for one run, updated per micro-batch (thread-safe)."""
+
+    def __init__(self, name: str, settings: dict[str, Any] | None = None) -> None:
+        self.name = name
+        self.id = uuid.uuid4().hex  # a Flink job id: 32 hex digits
+        self.settings = dict(settings or {})
+        self.started_ms = int(time.time() * 1000)
+        self.status = "RUNNING"
+        self._lock = threading.Lock()
+        self._values: dict[str, float | int | None] = {n: None for n in METRICS}
+        self._values.update(numRecordsIn=0, numRecordsOut=0, numberOfCompletedCheckpoints=0,
+                            numberOfFailedCheckpoints=0, deadLetters=0, lateEvents=0, batches=0)
+        self._checkpoints: list[dict[str, Any]] = []
+
+    def on_progress(self, p: dict[str, Any]) -> None:
+        """Take one micro-batch's progress report (the run loop's ``on_progress``)."""
+        events = int(p.get("events") or 0)
+        ms = int((p.get("durationMs") or {}).get("triggerExecution") or 0)
+        out = (p.get("sink") or {}).get("numOutputRows")
+        out = int(out) if out is not None and out >= 0 else 0
+        ops = p.get("stateOperators") or []
+        side = p.get("sideOutputs") or {}
+        watermark = _epoch_ms((p.get("eventTime") or {}).get("watermark"))
+        checkpoint = p.get("checkpoint")
+        with self._lock:
+            v = self._values
+            v["numRecordsIn"] = int(v["numRecordsIn"] or 0) + events
+            v["numRecordsOut"] = int(v["numRecordsOut"] or 0) + out
+            v["numRecordsInPerSecond"] = round(events * 1000 / ms, 3) if ms else 0.0
+            v["numRecordsOutPerSecond"] = round(out * 1000 / ms, 3) if ms else 0.0
+            v["batchDuration"] = ms
+            v["batches"] = int(v["batches"] or 0) + 1
+            v["deadLetters"] = int(v["deadLetters"] or 0) + int(side.get("dead_letters") or 0)
+            v["lateEvents"] = int(v["lateEvents"] or 0) + int(side.get("late_data") or 0)
+            if ops:
+                from sparkstate.runtime.checkpoint_stats import state_bytes
+
+                v["stateSizeBytes"] = state_bytes(ops[0])
+                v["stateEntries"] = sum(int(op.get("numRowsTotal") or 0) for op in ops)
+            if watermark is not None and watermark > 0:  # Spark's 0: no watermark yet
+                v["currentInputWatermark"] = watermark
+                v["eventTimeLag"] = int(time.time() * 1000) - watermark
+            if checkpoint:
+                v["numberOfCompletedCheckpoints"] = int(v["numberOfCompletedCheckpoints"] or 0) + 1
+                v["lastCheckpointDuration"] = checkpoint.get("duration_ms")
+                v["lastCheckpointSize"] = checkpoint.get("delta_bytes")
+                v["lastCheckpointFullSize"] = checkpoint.get("full_bytes")
+                self._checkpoints.append(dict(checkpoint))
+
+    def finish(self, status: str) -> None:
+        """The run ended: ``FINISHED``, ``CANCELED`` (stopped by the user) or ``FAILED``."""
+        with self._lock:
+            self.status = status
+            if status == "FAILED":
+                self._values["numberOfFailedCheckpoints"] = int(self._values["numberOfFailedCheckpoints"] or 0) + 1
+
+    def values(self) -> dict[str, float | int | None]:
+        with self._lock:
+            return dict(self._values)
+
+    def checkpoints(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._checkpoints)
+
+
+def _epoch_ms(iso: Any) -> int | None:
+    if not isinstance(iso, str):
+        return None
+    try:
+        return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone(UTC).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+# --------------------------------------------------------------------------- Prometheus
+
+#: Prometheus names (units in the name, counters end in _total): (name, Flink-side name, kind, scale)
+_PROMETHEUS = [
+    ("sparkstate_records_in", "numRecordsIn", "counter", 1),
+    ("sparkstate_records_out", "numRecordsOut", "counter", 1),
+    ("sparkstate_records_in_per_second", "numRecordsInPerSecond", "gauge", 1),
+    ("sparkstate_records_out_per_second", "numRecordsOutPerSecond", "gauge", 1),
+    ("sparkstate_batches", "batches", "counter", 1),
+    ("sparkstate_batch_duration_seconds", "batchDuration", "gauge", 0.001),
+    ("sparkstate_checkpoints_completed", "numberOfCompletedCheckpoints", "counter", 1),
+    ("sparkstate_checkpoints_failed", "numberOfFailedCheckpoints", "counter", 1),
+    ("sparkstate_last_checkpoint_duration_seconds", "lastCheckpointDuration", "gauge", 0.001),
+    ("sparkstate_last_checkpoint_size_bytes", "lastCheckpointSize", "gauge", 1),
+    ("sparkstate_last_checkpoint_full_size_bytes", "lastCheckpointFullSize", "gauge", 1),
+    ("sparkstate_watermark_seconds", "currentInputWatermark", "gauge", 0.001),
+    ("sparkstate_event_time_lag_seconds", "eventTimeLag", "gauge", 0.001),
+    ("sparkstate_state_size_bytes", "stateSizeBytes", "gauge", 1),
+    ("sparkstate_state_entries", "stateEntries", "gauge", 1),
+    ("sparkstate_dead_letters", "deadLetters", "counter", 1),
+    ("sparkstate_late_events", "lateEvents", "counter", 1),
+]
+
+
+class _Collector:
+    """prometheus_client's view of one run's :class:`JobMetrics`."""
+
+    def __init__(self, metrics: JobMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        values = self.metrics.values()
+        for name, flink, kind, scale in _PROMETHEUS:
+            value = values.get(flink)
+            if value is None:
+                continue
+            family = (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(
+                name, f"{METRICS[flink]} ({flink})", labels=["job"])
+            family.add_metric([self.metrics.name], float(value) * scale)
+            yield family
+        up = GaugeMetricFamily("sparkstate_job_running", "1 while the job runs", labels=["job"])
+        up.add_metric([self.metrics.name], 1.0 if self.metrics.status == "RUNNING" else 0.0)
+        yield up
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+class MetricsServer:
+    """Serves one run's :class:`JobMetrics` on ``host:port`` from a thread of its own."""
+
+    def __init__(self, metrics: JobMetrics, port: int, host: str = "127.0.0.1") -> None:
+        from prometheus_client import CollectorRegistry
+
+        self.metrics = metrics
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_Collector(metrics))  # type: ignore[arg-type]
+        try:
+            self._server = ThreadingHTTPServer((host, port), _handler(self))
+        except OSError as exc:
+            raise MetricsPortError(
+                f"metrics endpoint: cannot listen on {host}:{port} ({exc.strerror or exc}); choose another port "
+                "with --metrics-port (run(metrics_port=...)), or 0 for any free one"
+            ) from None
+        self._server.daemon_threads = True
+        self.host, self.port = host, int(self._server.server_address[1])
+        self._thread = threading.Thread(target=self._server.serve_forever, name="sparkstate-metrics", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> MetricsServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, str, bytes]:
+        """``(status, content type, body)`` for a GET of ``path``."""
+        m = self.metrics
+        if path == "/metrics":
+            from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+            return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
+        if path in ("/jobs", "/jobs/", "/jobs/overview"):
+            job = {"id": m.id, "name": m.name, "status": m.status, "state": m.status, "start-time": m.started_ms}
+            return _json(200, {"jobs": [job]})
+        parts = [p for p in path.split("/") if p]
+        if len(parts) >= 2 and parts[0] == "jobs" and parts[1] not in (m.id, m.name):
+            return _json(404, {"errors": [f"no job {parts[1]!r}; this process runs {m.name!r} ({m.id})"]})
+        if len(parts) == 2:
+            return _json(200, {"jid": m.id, "name": m.name, "state": m.status, "start-time": m.started_ms,
+                               "settings": m.settings})
+        if len(parts) == 3 and parts[2] == "metrics":
+            asked = [n for v in query.get("get", []) for n in v.split(",") if n]
+            if not asked:
+                return _json(200, [{"id": n} for n in METRICS])
+            values = m.values()
+            known = ", ".join(METRICS)
+            return _json(200, [
+                {"id": n, "value": _text(values[n])} if n in METRICS else {"id": n, "error": f"unknown metric; known: {known}"}
+                for n in asked
+            ])
+        if len(parts) == 3 and parts[2] == "checkpoints":
+            history = m.checkpoints()
+            values = m.values()
+            return _json(200, {
+                "counts": {"completed": values["numberOfCompletedCheckpoints"], "failed": values["numberOfFailedCheckpoints"]},
+                "latest": {"completed": history[-1] if history else None},
+                "history": list(reversed(history)),
+            })
+        return _json(404, {"errors": [f"not found: {path}; try /jobs, /jobs/{m.id}/metrics, /jobs/{m.id}/checkpoints, /metrics"]})
+
+
+def _text(value: Any) -> str | None:
+    """A value as Flink's REST API gives it: text."""
+    return None if value is None else str(value)
+
+
+def _json(status: int, body: Any) -> tuple[int, str, bytes]:
+    return status, "application/json", json.dumps(body).encode()
+
+
+def _handler(server: MetricsServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        timeout = 10  # a client that sends nothing for this long is dropped (its thread, not the job)
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            url = urlparse(self.path)
+            try:
+                status, kind, body = server.answer(url.path, parse_qs(url.query))
+            except Exception as exc:  # noqa: BLE001 - a request never takes the job down
+                status, kind, body = _json(500, {"errors": [f"{type(exc).__name__}: {exc}"]})
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # requests are not the job's output
+            pass
+
+    return Handler

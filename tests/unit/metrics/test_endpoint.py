@@ -1,0 +1,104 @@
+"""The metrics endpoint on synthetic progress reports: Flink's REST shapes, Prometheus's text
+(read back with prometheus_client's own parser), and what a client does wrong."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from sparkstate.metrics.endpoint import METRICS, JobMetrics, MetricsPortError, MetricsServer
+
+
+def progress(batch: int, events: int, *, ms: int = 500, dead: int = 0, late: int = 0, watermark: str | None = None) -> dict:
+    p = {
+        "batchId": batch, "events": events, "durationMs": {"triggerExecution": ms, "addBatch": ms - 100},
+        "sink": {"numOutputRows": events}, "stateOperators": [{"numRowsTotal": 10 * (batch + 1),
+                                                              "customMetrics": {"rocksdbSstFileSize": 4096}}],
+        "eventTime": {"watermark": watermark} if watermark else {},
+        "checkpoint": {"batch_id": batch, "time": "2026-11-24T00:00:00Z", "duration_ms": 40 + batch,
+                       "delta_bytes": 1000 + batch, "full_bytes": 5000 + batch},
+    }
+    if dead or late:
+        p["sideOutputs"] = {"dead_letters": dead, "late_data": late}
+    return p
+
+
+def get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+@pytest.fixture
+def served():
+    metrics = JobMetrics("w1", {"key_groups": 128})
+    server = MetricsServer(metrics, 0).start()
+    yield metrics, server
+    server.stop()
+
+
+def test_flink_shaped_rest_follows_the_batches(served) -> None:
+    metrics, server = served
+    status, body = get(f"{server.url}/jobs")
+    jobs = json.loads(body)["jobs"]
+    assert status == 200 and jobs[0]["name"] == "w1" and jobs[0]["status"] == "RUNNING" and len(jobs[0]["id"]) == 32
+    metrics.on_progress(progress(0, 1000, dead=2, watermark="2026-11-24T10:00:00.000Z"))
+    metrics.on_progress(progress(1, 3000, ms=1000, late=5, watermark="2026-11-24T10:00:05.000Z"))
+    names = "numRecordsIn,numRecordsInPerSecond,lastCheckpointDuration,lastCheckpointSize,lastCheckpointFullSize," \
+            "numberOfCompletedCheckpoints,currentInputWatermark,stateEntries,deadLetters,lateEvents,noSuchMetric"
+    status, body = get(f"{server.url}/jobs/{metrics.id}/metrics?get={names}")
+    got = {m["id"]: m.get("value", m.get("error")) for m in json.loads(body)}
+    assert got["numRecordsIn"] == "4000" and got["numRecordsInPerSecond"] == "3000.0"
+    assert got["lastCheckpointDuration"] == "41" and got["lastCheckpointSize"] == "1001"
+    assert got["lastCheckpointFullSize"] == "5001"
+    assert got["numberOfCompletedCheckpoints"] == "2" and got["stateEntries"] == "20"
+    assert got["currentInputWatermark"] == "1795514405000" and got["deadLetters"] == "2" and got["lateEvents"] == "5"
+    assert got["noSuchMetric"].startswith("unknown metric; known: numRecordsIn")
+    # by name too, and the list of names without ?get
+    assert json.loads(get(f"{server.url}/jobs/w1/metrics")[1]) == [{"id": n} for n in METRICS]
+    checkpoints = json.loads(get(f"{server.url}/jobs/{metrics.id}/checkpoints")[1])
+    assert checkpoints["counts"] == {"completed": 2, "failed": 0}
+    assert [c["batch_id"] for c in checkpoints["history"]] == [1, 0] and checkpoints["latest"]["completed"]["batch_id"] == 1
+    status, body = get(f"{server.url}/jobs/other-job/metrics")
+    assert status == 404 and "this process runs 'w1'" in body.decode()
+
+
+def test_prometheus_text_parses_with_units_and_totals(served) -> None:
+    metrics, server = served
+    metrics.on_progress(progress(0, 1000, dead=3, watermark="2026-11-24T10:00:00.000Z"))
+    status, body = get(f"{server.url}/metrics")
+    assert status == 200
+    samples = {s.name: s for f in text_string_to_metric_families(body.decode()) for s in f.samples}
+    assert samples["sparkstate_records_in_total"].value == 1000 and samples["sparkstate_records_in_total"].labels == {"job": "w1"}
+    assert samples["sparkstate_dead_letters_total"].value == 3
+    assert samples["sparkstate_last_checkpoint_duration_seconds"].value == pytest.approx(0.040)
+    assert samples["sparkstate_watermark_seconds"].value == pytest.approx(1795514400.0)
+    assert samples["sparkstate_job_running"].value == 1
+    metrics.finish("FINISHED")
+    assert "sparkstate_job_running{job=\"w1\"} 0.0" in get(f"{server.url}/metrics")[1].decode()
+
+
+def test_a_port_in_use_is_named_with_the_option(served) -> None:
+    _, server = served
+    with pytest.raises(MetricsPortError, match=rf"cannot listen on 127.0.0.1:{server.port} .*--metrics-port"):
+        MetricsServer(JobMetrics("x"), server.port)
+
+
+def test_a_hung_client_holds_up_no_one(served) -> None:
+    metrics, server = served
+    hung = socket.create_connection((server.host, server.port))  # connects, never sends a request
+    try:
+        started = time.monotonic()
+        metrics.on_progress(progress(0, 10))  # the batch path does not wait for it either
+        status, _ = get(f"{server.url}/jobs/{metrics.id}/metrics?get=numRecordsIn")
+        assert status == 200 and time.monotonic() - started < 2
+    finally:
+        hung.close()
