@@ -135,3 +135,51 @@ def test_a_pipeline_file_under_spark_submit_takes_the_submits_master_and_setting
     assert json.loads(line.removeprefix("RESULT ")) == {"events": 5000, "master": "local[1]", "app": "mine", "partitions": "3"}
     # the checkpoint records the submit's partitions, which a later run keeps
     assert json.loads((tmp_path / "ckpt" / "sparkstate.json").read_text())["settings"]["parallelism"] == 3
+
+
+def test_curl_of_the_endpoints_during_a_cli_run(tmp_path: Path) -> None:
+    """The README's `--metrics-port` example: the three endpoints answer while the job runs,
+    and the last figures read agree with the run's summary."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [str(Path(sys.executable).with_name("sparkstate")), "run", "running-sum", "--events", "300000",
+           "--max-batch", "30000", "--rate", "60000", "--sink", "noop", "--metrics-port", str(port)]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "COLUMNS": "250"})
+    base = f"http://127.0.0.1:{port}"
+    answers: dict = {}
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"{base}/jobs/running-sum/metrics?get=numRecordsIn,lastCheckpointDuration",
+                                            timeout=5) as r:
+                    values = {m["id"]: m["value"] for m in json.loads(r.read())}
+                if values["numRecordsIn"] not in (None, "0"):
+                    for path in ("/jobs", "/jobs/running-sum/checkpoints", "/metrics"):
+                        with urllib.request.urlopen(base + path, timeout=5) as r:
+                            answers[path] = r.read().decode()
+                    answers["values"] = values
+                    break
+            except OSError:
+                pass
+            time.sleep(0.2)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert f"metrics: {base}/jobs/" in out
+    assert answers, "the endpoint answered with figures while the job ran"
+    assert json.loads(answers["/jobs"])["jobs"][0]["name"] == "running-sum"
+    assert 0 < int(answers["values"]["numRecordsIn"]) <= 300_000 and answers["values"]["lastCheckpointDuration"]
+    assert json.loads(answers["/jobs/running-sum/checkpoints"])["counts"]["completed"] >= 1
+    assert 'sparkstate_records_in_total{job="running-sum"}' in answers["/metrics"]
