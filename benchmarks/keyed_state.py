@@ -8,6 +8,8 @@ emitted for every event; RocksDB state store, changelog checkpointing, a real ch
 directory, Spark's noop sink. Every engine reads the same generated events:
 
 * ``sparkstate``: ``sparkstate.jobs.running_sum`` (RocksDB, and the hashmap backend).
+* ``sparkstate, metrics endpoint``: the same with ``metrics_port`` on and a client reading
+  its Prometheus text and Flink's REST every 0.2 s: the endpoint's cost (it should be none).
 * ``sparkstate, TTL``: the same with a 24-hour TTL on both states (Flink's default cleanup:
   touched keys lose expired entries on write-back, idle key groups are swept), in the same
   run as plain W1: the cost of TTL bookkeeping (target: at most 25% slower).
@@ -91,8 +93,42 @@ class _TtlRunningSum:
         return TtlRunningSum()
 
 
+def _polled(job, ckpt: Path, spark) -> dict:
+    """A run with the metrics endpoint on, read every 0.2 s (Prometheus text and Flink's REST)
+    by a client thread, as a dashboard or a scraper would."""
+    import threading
+    import urllib.request
+
+    urls: list[str] = []
+    stop = threading.Event()
+    reads = [0]
+
+    def poll() -> None:
+        while not stop.wait(0.2):
+            for url in urls:
+                try:
+                    with urllib.request.urlopen(url, timeout=5) as r:
+                        r.read()
+                    reads[0] += 1
+                except OSError:
+                    pass
+
+    def notice(message: str) -> None:
+        base = message.split("metrics: ", 1)[1].split("/jobs/", 1)[0]
+        urls.extend([f"{base}/metrics", f"{base}/jobs/{job.name}/metrics?get=numRecordsIn,lastCheckpointDuration"])
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    try:
+        result = _figures(job.run(checkpoint_dir=ckpt, spark=spark, metrics_port=0, on_notice=notice))
+    finally:
+        stop.set()
+        thread.join()
+    return {**result, "endpoint_reads": reads[0]}
+
+
 def _run_sparkstate(spark, events: int, keys: int, max_batch: int, backend: str, key_groups: int, ckpt: Path,
-                    ttl: bool = False, csv: str = "") -> dict:
+                    ttl: bool = False, csv: str = "", metrics: bool = False) -> dict:
     from sparkstate import Job, NoopSink
     from sparkstate.jobs.running_sum import OUTPUT as SUM_OUTPUT
     from sparkstate.jobs.running_sum import build
@@ -104,6 +140,8 @@ def _run_sparkstate(spark, events: int, keys: int, max_batch: int, backend: str,
     job = job.sink(NoopSink()).with_settings(state_backend=backend, key_groups=key_groups, trigger_interval="0 seconds")
     if csv:  # files are an unbounded source: run until the events are read
         return _figures(run_until_read(job, ckpt, spark, events))
+    if metrics:
+        return _polled(job, ckpt, spark)
     return _figures(job.run(checkpoint_dir=ckpt, spark=spark))
 
 
@@ -227,7 +265,7 @@ def child_throughput(args: argparse.Namespace) -> dict:
             return _run_dedup(spark, events, args.max_batch, args.key_groups, ckpt)
         if ours:
             return _run_sparkstate(spark, events, args.keys, args.max_batch, args.backend, args.key_groups, ckpt,
-                                   ttl=args.engine == "sparkstate-ttl", csv=args.csv)
+                                   ttl=args.engine == "sparkstate-ttl", csv=args.csv, metrics=args.metrics)
         return _run_baseline(spark, args.engine, events, args.keys, args.max_batch, ckpt)
 
     # the warm-up only has to start the JVM's and Python's code paths: a slow baseline
@@ -353,6 +391,8 @@ def main() -> None:
     parser.add_argument("--backend", default="rocksdb", help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="throughput", help=argparse.SUPPRESS)
     parser.add_argument("--csv", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--metrics", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--skip-endpoint", action="store_true", help="no row with the metrics endpoint on")
     parser.add_argument("--csv-warmup", default="", help=argparse.SUPPRESS)
     parser.add_argument("--skip-files", action="store_true", help="no CSV file-source rows (and no Flink rows)")
     parser.add_argument("--small-batch", type=int, default=100_000,
@@ -376,6 +416,9 @@ def main() -> None:
         "--warmup", str(args.warmup),
     ]
     runs = [("sparkstate (RocksDB)", ["--engine", "sparkstate", "--backend", "rocksdb", "--events", str(args.events)])]
+    if not args.skip_endpoint:
+        runs.append(("sparkstate (RocksDB), metrics endpoint read every 0.2 s",
+                     ["--engine", "sparkstate", "--metrics", "--events", str(args.events)]))
     work = Path(tempfile.mkdtemp(prefix="sparkstate-bench-csv-"))
     if not args.skip_files:
         console.print(f"  writing the {args.events:,} events as CSV files of {CSV_FILE_EVENTS:,} lines ...")
@@ -435,6 +478,10 @@ def main() -> None:
     if base:
         best = max(r["events"] / r["seconds"] for r in base)
         console.print(f"sparkstate (RocksDB) vs the fastest Spark baseline: {ours['events'] / ours['seconds'] / best:,.1f}x")
+    polled = results.get("sparkstate (RocksDB), metrics endpoint read every 0.2 s")
+    if polled is not None:
+        console.print(f"W1 with the metrics endpoint read {polled['endpoint_reads']:,} times vs without: "
+                      f"{polled['events'] / polled['seconds'] / (ours['events'] / ours['seconds']) - 1:+.1%} events/s overall")
     flink = next((r for n, r in results.items() if n.startswith("Flink SQL")), None)
     files = results.get("sparkstate (RocksDB), CSV files")
     if flink and files:
