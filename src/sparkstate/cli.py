@@ -106,7 +106,9 @@ def explain_job(job_name: str, events: int, source_spec: str | None, sink_spec: 
               "&max_records=N&format=csv] (exactly-once: its offsets are in the checkpoint; `sparkstate produce` "
               "writes payments into a topic) [the job's generator].")
 @click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
-              help="Any other generator setting, e.g. --set users=50000 (repeatable; see the job's generator).")
+              help="Any other generator setting, e.g. --set users=50000 (repeatable; see the job's generator); or a "
+              "RocksDB option by Flink's name: state.backend.rocksdb.block.cache-size=64mb, "
+              "...writebuffer.size, ...writebuffer.count, ...memory.fixed-per-slot (a bound on RocksDB's memory).")
 @click.option("--rules", "rules_spec", metavar="DIR|URL",
               help="Jobs with rules (fraud-detection): a folder of JSON-lines rule files, read as files appear "
               "(exactly-once), or socket://HOST:PORT (at-most-once) [.sparkstate/JOB/rules, started with the job's "
@@ -184,13 +186,18 @@ def run(
 ) -> None:
     """Run a seed job on its generator, or on events from a socket, files or a Kafka topic (see `sparkstate jobs`);
     or your own job: JOB is then a pipeline file or module, path/to/pipeline.py[:NAME] or package.module:NAME."""
+    from click.core import ParameterSource
+
     from sparkstate.connectors.sinks import ConsoleSink, ParquetSink, parse_sink
     from sparkstate.jobs import get_job
     from sparkstate.runtime.pipeline_file import is_pipeline
 
     try:
+        settings, rocksdb = _split_settings(settings)
+        if not settings:  # only RocksDB options: not a generator setting
+            ctx.set_parameter_source("settings", ParameterSource.DEFAULT)
         if is_pipeline(job_name):
-            _run_pipeline(ctx, job_name, checkpoint_dir=checkpoint_dir, sink_spec=sink_spec, timeout=timeout,
+            _run_pipeline(ctx, job_name, rocksdb, checkpoint_dir=checkpoint_dir, sink_spec=sink_spec, timeout=timeout,
                           fresh=fresh, quiet=quiet, from_savepoint=from_savepoint,
                           allow_non_restored_state=allow_non_restored_state, metrics=(metrics_port, metrics_host))
             return
@@ -219,7 +226,8 @@ def run(
             .sink(sink)
             .with_settings(parallelism=partitions, key_groups=key_groups, window_path=window_path,
                            max_event_time_ahead=None if max_ahead.strip().lower() == "none" else max_ahead)
-            .with_checkpointing(state_backend=state_backend, interval=trigger, retained=retained, incremental=incremental)
+            .with_checkpointing(state_backend=state_backend, interval=trigger, retained=retained, incremental=incremental,
+                                rocksdb=rocksdb or None)
         )
         if source_spec and isinstance(sink, ConsoleSink):
             job = job.dead_letters(sink)  # a line that is not an event shows beside the rows, with its reason
@@ -309,7 +317,21 @@ def _run_and_report(
         console.print(text(_restore_hint(restore_name, str(result.savepoint["location"]))), soft_wrap=True)
 
 
-def _run_pipeline(ctx: click.Context, spec: str, *, checkpoint_dir: str | None, sink_spec: str | None,
+def _split_settings(pairs: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, str]]:
+    """``--set`` pairs: generator settings, and RocksDB options by Flink's names
+    (``state.backend.rocksdb.*``, checked by ``CheckpointConfig``)."""
+    rocksdb = {}
+    rest = []
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if sep and name.strip().startswith("state.backend.rocksdb."):
+            rocksdb[name.strip()] = value.strip()
+        else:
+            rest.append(pair)
+    return tuple(rest), rocksdb
+
+
+def _run_pipeline(ctx: click.Context, spec: str, rocksdb: dict[str, str], *, checkpoint_dir: str | None, sink_spec: str | None,
                   timeout: float | None, fresh: bool, quiet: bool, from_savepoint: str | None,
                   allow_non_restored_state: bool, metrics: tuple[int | None, str]) -> None:
     """``sparkstate run PIPELINE``: the user's job with its own source, sink and settings; the
@@ -342,6 +364,8 @@ def _run_pipeline(ctx: click.Context, spec: str, *, checkpoint_dir: str | None, 
     checkpointing = {key: p[name] for name, key in (("state_backend", "state_backend"), ("trigger", "interval"),
                                                     ("retained", "retained"), ("incremental", "incremental"))
                      if name in given}
+    if rocksdb:
+        checkpointing["rocksdb"] = {**(job.settings.checkpoint.rocksdb or {}), **rocksdb}
     if checkpointing:
         job = job.with_checkpointing(**checkpointing)
     home = Path(".sparkstate") / job.name

@@ -110,5 +110,7 @@ def test_restart_between_the_end_marker_and_the_final_batch(spark, checkpoint):
     job.with_settings(trigger_interval="2 seconds").run(checkpoint_dir=checkpoint, spark=spark, until=after_marker)
     assert {r["timer"] for r in sink.rows()} == {-5, 1011, 1013, 1015}  # the final timers wait
     result = job.run(checkpoint_dir=checkpoint, spark=spark)
-    assert result.completed and result.batches == 1
+    # the final batch; on a loaded machine the stop can also land before the marker's batch
+    # committed, and the restart runs that batch again first (the sink takes it once)
+    assert result.completed and result.batches in (1, 2)
     assert canonical(sink.rows()) == canonical(run_on_harness(case))

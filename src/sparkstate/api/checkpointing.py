@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from sparkstate.api.time import to_millis
@@ -21,6 +21,35 @@ from sparkstate.errors import JobDefinitionError
 DEFAULT_RETAINED = 100
 DEFAULT_INTERVAL = "500 milliseconds"
 STATE_BACKENDS = ("rocksdb", "hashmap")
+
+#: RocksDB's tuning, by Flink's names: name -> (Spark's ``spark.sql.streaming.stateStore.rocksdb.*``
+#: setting, what it takes). Sizes are Flink's MemorySize text ("64mb", "1 gb", bytes), in whole MB for Spark.
+ROCKSDB_OPTIONS: dict[str, tuple[str, str]] = {
+    "state.backend.rocksdb.block.cache-size": ("blockCacheSizeMB", "size"),
+    "state.backend.rocksdb.writebuffer.size": ("writeBufferSizeMB", "size"),
+    "state.backend.rocksdb.writebuffer.count": ("maxWriteBufferNumber", "count"),
+    # Flink bounds a slot's RocksDB memory (block cache, write buffers, index and filter blocks)
+    # with one shared cache; Spark's boundedMemoryUsage does the same across an executor's stores
+    "state.backend.rocksdb.memory.fixed-per-slot": ("maxMemoryUsageMB", "size"),
+}
+_SPARK_ROCKSDB = "spark.sql.streaming.stateStore.rocksdb."
+_UNITS = {"": 1, "b": 1, "bytes": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+
+
+def _rocksdb_value(name: str, value: object) -> int:
+    """A RocksDB option's value as Spark takes it: whole MB for sizes (rounded up), a count."""
+    kind = ROCKSDB_OPTIONS[name][1]
+    text = str(value).strip().lower()
+    if kind == "count":
+        if isinstance(value, bool) or not re.fullmatch(r"[0-9]+", text) or int(text) < 1:
+            raise JobDefinitionError(f"{name} takes a positive whole number, got {value!r}")
+        return int(text)
+    m = re.fullmatch(r"([0-9]+)\s*([a-z]*)", text)
+    if isinstance(value, bool) or m is None or m.group(2) not in _UNITS or int(m.group(1)) < 1:
+        raise JobDefinitionError(f"{name} takes a size such as '64mb', '1gb' or a number of bytes, got {value!r}")
+    return max(1, -(-int(m.group(1)) * _UNITS[m.group(2)] // (1 << 20)))
+
 
 #: a URI scheme such as ``file:``, ``hdfs:`` or ``s3a:`` (two letters at least: not a drive letter)
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
@@ -62,6 +91,12 @@ class CheckpointConfig:
     * ``state_backend`` - ``"rocksdb"`` (Flink's ``state.backend.type``: the
       ``EmbeddedRocksDBStateBackend``, the default) or ``"hashmap"`` (``HashMapStateBackend``:
       Spark's in-memory store). Fixed for the life of a checkpoint.
+    * ``rocksdb`` - RocksDB's tuning by Flink's names (:data:`ROCKSDB_OPTIONS`):
+      ``state.backend.rocksdb.block.cache-size``, ``...writebuffer.size``,
+      ``...writebuffer.count`` and ``...memory.fixed-per-slot`` (a bound on all of RocksDB's
+      memory: Spark's ``boundedMemoryUsage`` with ``maxMemoryUsageMB``). Each maps to Spark's
+      ``spark.sql.streaming.stateStore.rocksdb.*`` setting; unset ones keep Spark's defaults.
+      They may change between runs of one checkpoint.
     """
 
     directory: str | os.PathLike[str] | None = None
@@ -69,8 +104,19 @@ class CheckpointConfig:
     retained: int = DEFAULT_RETAINED
     incremental: bool = True
     state_backend: str = "rocksdb"
+    rocksdb: dict[str, str | int] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
+        if self.rocksdb is not None:
+            if not isinstance(self.rocksdb, dict):
+                raise JobDefinitionError(f"rocksdb takes a dict of Flink's RocksDB option names, got {self.rocksdb!r}")
+            unknown = sorted(set(self.rocksdb) - set(ROCKSDB_OPTIONS))
+            if unknown:
+                raise JobDefinitionError(f"unknown RocksDB option(s) {', '.join(map(str, unknown))}; sparkstate maps "
+                                         f"{', '.join(ROCKSDB_OPTIONS)}")
+            for name, value in self.rocksdb.items():
+                _rocksdb_value(name, value)
+            object.__setattr__(self, "rocksdb", dict(self.rocksdb))
         if self.directory is not None:
             if not isinstance(self.directory, (str, os.PathLike)) or not str(self.directory).strip():
                 raise JobDefinitionError(
@@ -97,7 +143,18 @@ class CheckpointConfig:
 
     def spark_conf(self) -> dict[str, str]:
         """The Spark SQL settings that apply this configuration to a query (set before it starts)."""
-        return {
+        conf = {
             "spark.sql.streaming.minBatchesToRetain": str(self.retained),
             "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": str(self.incremental).lower(),
         }
+        for name, value in (self.rocksdb or {}).items():
+            conf[_SPARK_ROCKSDB + ROCKSDB_OPTIONS[name][0]] = str(_rocksdb_value(name, value))
+            if ROCKSDB_OPTIONS[name][0] == "maxMemoryUsageMB":
+                conf[_SPARK_ROCKSDB + "boundedMemoryUsage"] = "true"
+        return conf
+
+    def describe_rocksdb(self) -> str:
+        """The RocksDB options set, as Flink names them and as Spark gets them (``explain``)."""
+        if not self.rocksdb:
+            return "Spark's defaults"
+        return ", ".join(f"{n}={v} ({ROCKSDB_OPTIONS[n][0]}={_rocksdb_value(n, v)})" for n, v in self.rocksdb.items())

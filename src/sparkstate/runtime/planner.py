@@ -170,6 +170,8 @@ def explain(job: Any) -> str:
     lines.append(f"  output:     {job.output.ddl if job.output else '?'}")
     sink = job.sink_spec
     lines.append(f"  sink:       {_describe(sink)}")
+    if job.settings.state_backend == "rocksdb":
+        lines.append(f"  rocksdb:    {job.settings.checkpoint.describe_rocksdb()}")
     if p.path == NATIVE:
         lines.append("  side outputs: none on this path (the source delivers no late events and none without event time)")
     elif job.side_output_names:

@@ -39,6 +39,9 @@ from sparkstate.runtime.run_lock import RunLock
 from sparkstate.runtime.savepoint_requests import Request, RequestWatch, answer, stop_between_batches
 from sparkstate.runtime.storage import is_local
 
+#: the RocksDB options (``CheckpointConfig.rocksdb``) runs of this process set on their session
+_ROCKSDB_SET: set[str] = set()
+
 
 def broadcast_dir(checkpoint: CheckpointDir) -> str:
     """Where the executors of a broadcast job write its broadcast state (plain files, so the
@@ -294,8 +297,14 @@ def _run_locked(
 
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", state_store_class(job.settings.state_backend))
-    for key, value in job.settings.checkpoint.spark_conf().items():
+    conf = job.settings.checkpoint.spark_conf()
+    # a RocksDB option an earlier job of this session set, and this one does not, is Spark's default again
+    for key in _ROCKSDB_SET - set(conf):
+        spark.conf.unset(key)
+    for key, value in conf.items():
         spark.conf.set(key, value)
+    _ROCKSDB_SET.update(k for k in conf if k.startswith("spark.sql.streaming.stateStore.rocksdb.") and
+                        "changelogCheckpointing" not in k)
     if chosen.path == NATIVE:
         from sparkstate.runtime.native_windows import build_native_query
 

@@ -132,3 +132,47 @@ def test_open_storage_of_a_local_directory_needs_no_spark(tmp_path):
     assert store.read_text("sparkstate", "x") == "abc" and [e.name for e in store.list("sparkstate")] == ["x"]
     store.delete("sparkstate")
     assert store.list("sparkstate") == [] and not store.exists("sparkstate")
+
+
+def test_rocksdb_options_by_flinks_names_map_to_sparks_settings() -> None:
+    from sparkstate.api.checkpointing import CheckpointConfig
+
+    config = CheckpointConfig(rocksdb={
+        "state.backend.rocksdb.block.cache-size": "64mb", "state.backend.rocksdb.writebuffer.size": 8 << 20,
+        "state.backend.rocksdb.writebuffer.count": 3, "state.backend.rocksdb.memory.fixed-per-slot": "1 gb",
+    })
+    conf = config.spark_conf()
+    prefix = "spark.sql.streaming.stateStore.rocksdb."
+    assert conf[prefix + "blockCacheSizeMB"] == "64" and conf[prefix + "writeBufferSizeMB"] == "8"
+    assert conf[prefix + "maxWriteBufferNumber"] == "3"
+    assert conf[prefix + "maxMemoryUsageMB"] == "1024" and conf[prefix + "boundedMemoryUsage"] == "true"
+    assert "blockCacheSizeMB=64" in config.describe_rocksdb()
+    assert CheckpointConfig().describe_rocksdb() == "Spark's defaults"
+    assert not any(k.startswith(prefix + "block") for k in CheckpointConfig().spark_conf())
+    # a size below a megabyte is one (Spark takes whole MB); the config stays hashable
+    assert CheckpointConfig(rocksdb={"state.backend.rocksdb.block.cache-size": "100kb"}).spark_conf()[
+        prefix + "blockCacheSizeMB"] == "1"
+    hash(config)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"state.backend.rocksdb.block.cache": "64mb"}, "unknown RocksDB option"),
+    ({"state.backend.rocksdb.block.cache-size": "lots"}, "takes a size such as '64mb'"),
+    ({"state.backend.rocksdb.block.cache-size": "0mb"}, "takes a size"),
+    ({"state.backend.rocksdb.writebuffer.count": "2.5"}, "positive whole number"),
+    ({"state.backend.rocksdb.writebuffer.count": True}, "positive whole number"),
+    ("64mb", "takes a dict"),
+])
+def test_rocksdb_options_that_are_wrong_are_named(options, message) -> None:
+    from sparkstate.api.checkpointing import CheckpointConfig
+    from sparkstate.errors import JobDefinitionError
+
+    with pytest.raises(JobDefinitionError, match=message):
+        CheckpointConfig(rocksdb=options)
+
+
+def test_set_splits_rocksdb_options_from_generator_settings() -> None:
+    from sparkstate.cli import _split_settings
+
+    rest, rocksdb = _split_settings(("users=5", "state.backend.rocksdb.block.cache-size = 64mb"))
+    assert rest == ("users=5",) and rocksdb == {"state.backend.rocksdb.block.cache-size": "64mb"}
