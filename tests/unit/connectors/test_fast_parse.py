@@ -166,21 +166,25 @@ def _same(parser: LineParser, lines: list) -> bool:
     return fast is not None
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_blocks_read_at_once_equal_the_lines_read_one_by_one(seed: int) -> None:
-    rng = random.Random(seed)
-    parser = LineParser(SCHEMA, key_columns=["k"], time_column="ts")
+def _random_blocks(parser: LineParser, rng: random.Random, make_good, make_poison, iso_share: float) -> None:
+    """120 random blocks, half with a few poison lines: each read both ways and compared."""
     fast = 0
     blocks = 120
     for _ in range(blocks):
-        iso = rng.random() < 0.3
+        iso = rng.random() < iso_share
         n = rng.choice([FAST_MIN_LINES, 50, 200])
-        lines: list = [good(rng, iso and rng.random() < 0.95) for _ in range(n)]
+        lines: list = [make_good(rng, iso and rng.random() < 0.95) for _ in range(n)]
         if rng.random() < 0.5:
             for _ in range(rng.randrange(1, 4)):
-                lines[rng.randrange(n)] = poison(rng)
+                lines[rng.randrange(n)] = make_poison(rng)
         fast += _same(parser, lines)
     assert fast > blocks // 4, "the block reading must answer for the blocks it can read"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_blocks_read_at_once_equal_the_lines_read_one_by_one(seed: int) -> None:
+    parser = LineParser(SCHEMA, key_columns=["k"], time_column="ts")
+    _random_blocks(parser, random.Random(seed), good, poison, 0.3)
 
 
 def test_every_poison_line_alone_in_a_good_block() -> None:
@@ -337,19 +341,8 @@ def poison_csv(rng: random.Random) -> str | None:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_csv_blocks_read_at_once_equal_the_lines_read_one_by_one(seed: int) -> None:
-    rng = random.Random(1000 + seed)
     parser = LineParser(SCHEMA, format="csv", key_columns=["k"], time_column="ts")
-    fast = 0
-    blocks = 120
-    for _ in range(blocks):
-        iso = rng.random() < 0.4
-        n = rng.choice([FAST_MIN_LINES, 50, 200])
-        lines: list = [good_csv(rng, iso and rng.random() < 0.95) for _ in range(n)]
-        if rng.random() < 0.5:
-            for _ in range(rng.randrange(1, 4)):
-                lines[rng.randrange(n)] = poison_csv(rng)
-        fast += _same(parser, lines)
-    assert fast > blocks // 4, "the block reading must answer for the blocks it can read"
+    _random_blocks(parser, random.Random(1000 + seed), good_csv, poison_csv, 0.4)
 
 
 def test_every_csv_poison_line_alone_in_a_good_block() -> None:
