@@ -77,6 +77,16 @@ class CheckpointStats:
     full_bytes: int | None = None
     #: "incremental", "incremental + snapshot", "full", or "-" (no state files found)
     kind: str = "-"
+    #: the batch itself (:func:`batch_figures`), for the dashboard and ``sparkstate report``:
+    #: events read, ms it took, rows written, the watermark after it (epoch ms), its dead
+    #: letters and late events, and the input rows still waiting when it ended (None: unknown)
+    events: int | None = None
+    batch_ms: int | None = None
+    rows_out: int | None = None
+    watermark_ms: int | None = None
+    dead_letters: int | None = None
+    late_events: int | None = None
+    waiting: int | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -122,6 +132,39 @@ def timings(progress: dict) -> dict | None:
         "commit_log_ms": log,
         "state_bytes": sum(sizes) if ops and None not in sizes else None,
         "state_rows": sum(int(op.get("numRowsTotal") or 0) for op in ops) if ops else None,
+    }
+
+
+#: Spark's watermark at the end of input (the year 2262) and later: no lag to speak of
+_END_OF_TIME_MS = 9_000_000_000_000
+
+
+def epoch_ms(iso: object) -> int | None:
+    """A time of Spark's progress report (ISO 8601, ``Z``) in epoch ms, or None."""
+    if not isinstance(iso, str):
+        return None
+    try:
+        return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone(UTC).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def batch_figures(progress: dict) -> dict:
+    """The batch's own figures in a progress report, as the run loop completed it (``events``,
+    ``sideOutputs``, ``inputWaiting``): see :class:`CheckpointStats`."""
+    durations = progress.get("durationMs") or {}
+    side = progress.get("sideOutputs") or {}
+    out = (progress.get("sink") or {}).get("numOutputRows")
+    watermark_ms = epoch_ms((progress.get("eventTime") or {}).get("watermark"))
+    return {
+        "events": int(progress["events"]) if progress.get("events") is not None else None,
+        "batch_ms": int(durations["triggerExecution"]) if "triggerExecution" in durations else None,
+        "rows_out": int(out) if out is not None and out >= 0 else None,
+        # Spark reports 1970-01-01 before the first watermark, and 2262 once the input ended
+        "watermark_ms": watermark_ms if watermark_ms and 0 < watermark_ms < _END_OF_TIME_MS else None,
+        "dead_letters": int(side.get("dead_letters") or 0),
+        "late_events": int(side.get("late_data") or 0),
+        "waiting": progress.get("inputWaiting"),
     }
 
 
@@ -298,7 +341,8 @@ class CheckpointRecorder:
         delta, full, kind = self.files.measure([version])[version]
         has_state = kind != "-"
         stats = CheckpointStats(
-            **base, delta_bytes=delta if has_state else None, full_bytes=full if has_state else None, kind=kind
+            **base, **batch_figures(progress), delta_bytes=delta if has_state else None,
+            full_bytes=full if has_state else None, kind=kind,
         )
         self.entries[stats.batch_id] = stats
         oldest = self.checkpoint.committed_batches()[:1]

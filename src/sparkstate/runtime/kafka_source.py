@@ -109,7 +109,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         if start is not None and end == start.get("topics"):
             return start  # an offset that differs would make Spark run an empty batch
         # the wall clock rides with the offsets Spark logs: a replay reads the same processing time
-        offset: dict[str, Any] = {"topics": end, "now": int(time.time() * 1000)}
+        offset: dict[str, Any] = {"topics": end, "now": int(time.time() * 1000), "waiting": self.book.waiting}
         if start is None or "now" not in start:
             # a checkpoint's first batch starts at initialOffset(), which progress reports do not
             # give: its end carries its start, to count its records

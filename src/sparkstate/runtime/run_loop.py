@@ -134,6 +134,7 @@ def run_job(
     on_notice: Callable[[str], None] | None = None,
     from_savepoint: str | None = None,
     allow_non_restored_state: bool = False,
+    spark_ui: bool = False,
 ) -> RunResult:
     """Run ``job`` until its bounded source is done, ``until(result)`` holds, ``timeout``
     passes, or Ctrl-C. ``fresh`` first deletes the job's checkpoint and outputs (only what
@@ -156,12 +157,13 @@ def run_job(
         )
     job.validate()
     if CheckpointDir.needs_spark(checkpoint_dir):
-        spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
+        spark = spark or get_spark(ui=spark_ui, parallelism=job.settings.parallelism, log_file=log_file)
     checkpoint = CheckpointDir.open(checkpoint_dir, spark)
     with checkpoint.lock(job.name) as lock:
         return _run_locked(job, checkpoint, lock, spark=spark, on_progress=on_progress, timeout=timeout,
                            log_file=log_file, until=until, fresh=fresh, on_notice=on_notice,
-                           from_savepoint=from_savepoint, allow_non_restored_state=allow_non_restored_state)
+                           from_savepoint=from_savepoint, allow_non_restored_state=allow_non_restored_state,
+                           spark_ui=spark_ui)
 
 
 def _run_locked(
@@ -178,10 +180,17 @@ def _run_locked(
     on_notice: Callable[[str], None] | None,
     from_savepoint: str | None = None,
     allow_non_restored_state: bool = False,
+    spark_ui: bool = False,
 ) -> RunResult:
     from sparkstate.runtime.spark_session import active_session, get_spark, local_cores, state_store_class, submitted
     from sparkstate.runtime.spark_sinks import check_file_sink, database_writers, open_database_sinks, restore_warnings
-    from sparkstate.runtime.spark_sources import batch_events, restore_notes, restored_offset, source_columns
+    from sparkstate.runtime.spark_sources import (
+        batch_events,
+        input_waiting,
+        restore_notes,
+        restored_offset,
+        source_columns,
+    )
 
     source = job.source_spec
     assert source is not None, "a validated job has a source"
@@ -190,7 +199,7 @@ def _run_locked(
         # only Spark knows for a streaming DataFrame
         columns = None
         if source.schema_ddl is None:
-            spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
+            spark = spark or get_spark(ui=spark_ui, parallelism=job.settings.parallelism, log_file=log_file)
             columns = source_columns(spark, source)
         job = job.with_output_from(columns)
     chosen = plan(job)
@@ -209,7 +218,7 @@ def _run_locked(
         spec = replace(spec, broadcast_dir=broadcast_dir(checkpoint))  # refused here, before anything is written
     spark = spark or active_session()
     if spark is None and submitted():
-        spark = get_spark(log_file=log_file)  # spark-submit's session: its partitions are the default
+        spark = get_spark(ui=spark_ui, log_file=log_file)  # spark-submit's session: its partitions are the default
     if job.settings.parallelism:
         partitions = job.settings.parallelism
     elif spark is not None and submitted():
@@ -255,7 +264,7 @@ def _run_locked(
         # after the job is known to be well formed, so that a bad job deletes nothing; the
         # markers of the old checkpoint's writers go, and any of the writers this run starts
         if not all(is_local(s.path) for s in parquet_sinks(job)):
-            spark = spark or get_spark(parallelism=job.settings.parallelism, log_file=log_file)
+            spark = spark or get_spark(ui=spark_ui, parallelism=job.settings.parallelism, log_file=log_file)
         writers = (restored_id, _restored_id(checkpoint, committed=False))
         for note in start_fresh(bind_job_sinks(job, was_restored), checkpoint, spark, writers, partitions):
             result.warnings.append(note)
@@ -291,7 +300,10 @@ def _run_locked(
         return result
     checkpoint.ensure_writable()
 
-    spark = spark or get_spark(parallelism=partitions, log_file=log_file)
+    spark = spark or get_spark(ui=spark_ui, parallelism=partitions, log_file=log_file)
+    ui = spark.sparkContext.uiWebUrl
+    if ui and on_notice is not None:
+        on_notice(f"Spark UI: {ui}")
     claim_outputs(job, checkpoint, spark)
     spec = replace(spec, output_arrow=output_arrow(job))
 
@@ -325,6 +337,7 @@ def _run_locked(
             if p["batchId"] > seen and _ran(p):
                 seen = p["batchId"]
                 _account(result, p, batch_events(job.source_spec, p, first_offset))
+                p["inputWaiting"] = input_waiting(job.source_spec, p)
                 _record_checkpoint(result, recorder, p)
                 if on_progress is not None:
                     on_progress(p)

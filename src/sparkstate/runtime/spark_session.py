@@ -93,10 +93,12 @@ def get_spark(
     driver_memory: str = "4g",
     log_file: str | Path | None = None,
     extra_conf: dict[str, str] | None = None,
+    ui: bool = False,
 ):
     """Return the active SparkSession, or create a local one tuned for sparkstate.
 
-    ``parallelism`` sets both the local cores and the default shuffle partitions. Under
+    ``parallelism`` sets both the local cores and the default shuffle partitions; ``ui`` starts
+    the Spark UI (on port 4040, or the next free one; ``Job.run`` and the CLI ask for it). Under
     ``spark-submit`` (:func:`submitted`) the session takes the submit's master and settings,
     and sparkstate's own only where the submit sets none.
     """
@@ -113,7 +115,7 @@ def get_spark(
         "spark.app.name": "sparkstate",
         "spark.driver.memory": driver_memory,
         "spark.sql.shuffle.partitions": str(cores),
-        "spark.ui.enabled": "false",
+        "spark.ui.enabled": "true" if ui else "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.streaming.stateStore.providerClass": _ROCKSDB_CLASS,
@@ -177,6 +179,14 @@ def _worker_path() -> str:
     folder = str(Path(__file__).with_name("worker_path"))
     inherited = os.environ.get("PYTHONPATH")
     return os.pathsep.join([folder, inherited]) if inherited else folder
+
+
+def spark_ui_url() -> str | None:
+    """The Spark UI's address of this process's SparkContext (from any thread), or None."""
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    return sc.uiWebUrl if sc is not None else None
 
 
 def active_session():

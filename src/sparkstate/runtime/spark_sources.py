@@ -21,6 +21,7 @@ import json
 import os
 import pickle
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -812,6 +813,23 @@ def _offset_json(value: Any) -> Any:
         except ValueError:
             return None
     return value
+
+
+def input_waiting(source: Any, progress: dict) -> int | None:
+    """Input the source held beyond a micro-batch's end (the metrics' "input rows waiting"):
+    the records a Kafka source's partitions held when the batch was planned, or the events a
+    bounded source of sparkstate's has left; None where the source cannot tell (files, sockets,
+    a DataFrame, an unbounded generator, or one held to a rate, whose events arrive over time)."""
+    sources = progress.get("sources") or []
+    if not sources:
+        return None
+    end = _offset_json(sources[0].get("endOffset"))
+    if isinstance(end, dict) and isinstance(end.get("topics"), dict):
+        return int(end["waiting"]) if isinstance(end.get("waiting"), int) else None
+    offset = source_offset(sources[0])
+    if offset is None or not getattr(source, "bounded", False) or getattr(source, "rate", None):
+        return None
+    return source.events_between(offset, sys.maxsize)
 
 
 def kafka_records(progress_source: dict) -> int | None:

@@ -83,9 +83,10 @@ def test_a_batch_is_bounded_by_max_records_spread_by_lag(kafka_broker):
         kafka_broker.produce(topic, [f"v{i}" for i in range(n)], partition=part)
     with book(kafka_broker, topic) as b:
         start = b.initial("earliest")
-        assert b.latest(start, None) == {topic: {"0": 60, "1": 30, "2": 10}}
+        assert b.latest(start, None) == {topic: {"0": 60, "1": 30, "2": 10}} and b.waiting == 0
         end = b.latest(start, 10)
         assert end == {topic: {"0": 6, "1": 3, "2": 1}}  # in proportion to each partition's lag
+        assert b.waiting == 90  # what the partitions hold beyond the batch: the records lag
         # batch after batch, never more than the bound, until every record is read once
         seen, at = 0, start
         while True:

@@ -112,6 +112,7 @@ class OffsetBook:
         self.servers, self.topics = servers, list(topics)
         self._down = _Down()
         self._consumer = Consumer(consumer_config(servers, options, group, self._down))
+        self.waiting: int | None = None
 
     def close(self) -> None:
         self._consumer.close()
@@ -213,6 +214,9 @@ class OffsetBook:
                 share = max(1, min(lag, share, budget)) if budget else 0
                 budget -= share
                 ends[topic][part] = s + share
+        # records the partitions held beyond the batch's end when it was planned (the metrics'
+        # "input rows waiting", Flink's records lag)
+        self.waiting = total - sum(int(ends[t][p]) - s for t, p, s, _ in lags)
         return ends
 
 
