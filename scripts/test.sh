@@ -2,11 +2,14 @@
 # Installs sparkstate (scripts/setup.sh), then runs the whole test suite: unit tests on the
 # in-process harness, then integration tests on a local Spark (RocksDB, real checkpoints), a
 # local PostgreSQL server for the database sinks and a local Kafka-protocol broker (noida-db,
-# started by the tests through scripts/kafka.sh) for the Kafka source and sink.
+# started by the tests through scripts/kafka.sh) for the Kafka source and sink, and Debian's
+# Chromium (headless) for the dashboard's page.
 # Extra arguments go to pytest, e.g. `scripts/test.sh -m "not spark"` for the fast part only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-# the database sink tests run a real PostgreSQL server (installed here when missing)
+# the database sink tests run a real PostgreSQL server, and the dashboard's test a headless
+# Chromium (both installed here when missing)
 bash scripts/postgres.sh install
+bash scripts/chromium.sh install
 exec .venv/bin/python -m pytest tests -q --durations=15 "$@"

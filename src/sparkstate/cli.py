@@ -148,10 +148,12 @@ def explain_job(job_name: str, events: int, source_spec: str | None, sink_spec: 
 @click.option("--allow-non-restored-state", is_flag=True,
               help="With --from-savepoint: drop the savepoint's states the job no longer declares instead of refusing.")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), metavar="PORT",
-              help="Serve the run's metrics over HTTP on this port (0: any free one): Flink's /jobs/ID/metrics?get=... "
-              "and /jobs/ID/checkpoints, and Prometheus's /metrics.")
+              help="Serve the run's metrics over HTTP on this port (0: any free one): a live dashboard at /, Flink's "
+              "/jobs/ID/metrics?get=... and /jobs/ID/checkpoints, and Prometheus's /metrics.")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True,
               help="The address the metrics endpoint listens on (0.0.0.0: every interface).")
+@click.option("--spark-ui/--no-spark-ui", default=True, show_default=True,
+              help="Start the Spark UI (port 4040, or the next free one) and print its address.")
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -183,6 +185,7 @@ def run(
     allow_non_restored_state: bool,
     metrics_port: int | None,
     metrics_host: str,
+    spark_ui: bool,
 ) -> None:
     """Run a seed job on its generator, or on events from a socket, files or a Kafka topic (see `sparkstate jobs`);
     or your own job: JOB is then a pipeline file or module, path/to/pipeline.py[:NAME] or package.module:NAME."""
@@ -199,7 +202,7 @@ def run(
         if is_pipeline(job_name):
             _run_pipeline(ctx, job_name, rocksdb, checkpoint_dir=checkpoint_dir, sink_spec=sink_spec, timeout=timeout,
                           fresh=fresh, quiet=quiet, from_savepoint=from_savepoint,
-                          allow_non_restored_state=allow_non_restored_state, metrics=(metrics_port, metrics_host))
+                          allow_non_restored_state=allow_non_restored_state, watch=(metrics_port, metrics_host, spark_ui))
             return
         seed_job = get_job(job_name)
         home = Path(".sparkstate") / job_name
@@ -239,7 +242,7 @@ def run(
         _run_and_report(
             job, seed_job.description, ckpt=ckpt, home=home, restore_name=job_name, total_events=None if source_spec else events,
             until=until, timeout=timeout, fresh=fresh, quiet=quiet, from_savepoint=from_savepoint,
-            allow_non_restored_state=allow_non_restored_state, metrics=(metrics_port, metrics_host),
+            allow_non_restored_state=allow_non_restored_state, watch=(metrics_port, metrics_host, spark_ui),
             results=(lambda: _print_results(sink.path, seed_job.summary_key, seed_job.summary_order))
             if isinstance(sink, ParquetSink) and seed_job.summary_key else None,
         )
@@ -255,7 +258,7 @@ def run(
 def _run_and_report(
     job: Any, description: str, *, ckpt: str, home: Path, restore_name: str, total_events: int | None, until: Any,
     timeout: float | None, fresh: bool, quiet: bool, from_savepoint: str | None, allow_non_restored_state: bool,
-    metrics: tuple[int | None, str] = (None, "127.0.0.1"), results: Any = None,
+    watch: tuple[int | None, str, bool] = (None, "127.0.0.1", True), results: Any = None,
 ) -> None:
     """Run ``job`` as the CLI does: what it reads and writes, a line per micro-batch, the summary,
     and where its output is (``results`` prints a seed job's top rows)."""
@@ -295,7 +298,7 @@ def _run_and_report(
                          log_file=home / "spark.log",
                          fresh=fresh, on_notice=_notice, from_savepoint=from_savepoint,
                          allow_non_restored_state=allow_non_restored_state,
-                         metrics_port=metrics[0], metrics_host=metrics[1])
+                         metrics_port=watch[0], metrics_host=watch[1], spark_ui=watch[2])
     result.peak_memory_bytes = memory.peak_bytes
     from sparkstate.runtime.state_reader import state_keys  # Spark has started by now
 
@@ -333,7 +336,7 @@ def _split_settings(pairs: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, 
 
 def _run_pipeline(ctx: click.Context, spec: str, rocksdb: dict[str, str], *, checkpoint_dir: str | None, sink_spec: str | None,
                   timeout: float | None, fresh: bool, quiet: bool, from_savepoint: str | None,
-                  allow_non_restored_state: bool, metrics: tuple[int | None, str]) -> None:
+                  allow_non_restored_state: bool, watch: tuple[int | None, str, bool]) -> None:
     """``sparkstate run PIPELINE``: the user's job with its own source, sink and settings; the
     command line's checkpoint, sink and settings over them, where given."""
     from click.core import ParameterSource
@@ -376,7 +379,7 @@ def _run_pipeline(ctx: click.Context, spec: str, rocksdb: dict[str, str], *, che
         job = job.sink(ParquetSink(str(home / "output") if checkpoint_dir is None else f"{ckpt.rstrip('/')}/output"))
     _run_and_report(job, f"from {spec}", ckpt=ckpt, home=home, restore_name=spec, total_events=None, until=None,
                     timeout=timeout, fresh=fresh, quiet=quiet, from_savepoint=from_savepoint,
-                    allow_non_restored_state=allow_non_restored_state, metrics=metrics)
+                    allow_non_restored_state=allow_non_restored_state, watch=watch)
 
 
 def _rules_source(seed_job: Any, spec: str | None, default_dir: Path) -> Any:
@@ -670,6 +673,46 @@ def list_checkpoints(job_name: str, checkpoint_dir: str | None) -> None:
         )
     except SparkStateError as exc:
         errors.print(labelled("error:", "red", exc), soft_wrap=True)
+        sys.exit(1)
+
+
+@main.command("report")
+@click.argument("job_name", metavar="JOB")
+@click.option("--checkpoint", "checkpoint_dir", metavar="DIR", help="Checkpoint directory [.sparkstate/JOB/checkpoint].")
+@click.option("--out", "out_dir", metavar="DIR", type=click.Path(file_okay=False, path_type=Path),
+              help="Where to write the report [.sparkstate/JOB/report].")
+def report_command(job_name: str, checkpoint_dir: str | None, out_dir: Path | None) -> None:
+    """Plot a run from what its checkpoint records: one self-contained HTML page (the dashboard's
+    charts) and a PNG of each chart, over the batches the checkpoint retains.
+
+    For a run that had no dashboard open (`run --metrics-port`); a local directory is read
+    without starting Spark.
+    """
+    from sparkstate.metrics.report import write_report
+    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+
+    try:
+        job_arg, (job_name, default_dir) = job_name, _job_checkpoint(job_name)
+        checkpoint = CheckpointDir.open(checkpoint_dir or default_dir)
+        if not checkpoint.committed_batches():
+            what = "holds no committed checkpoint" if checkpoint.exists() else "does not exist"
+            errors.print(labelled("error:", "red", f"checkpoint directory {checkpoint.root} {what}: run `sparkstate run "
+                                  f"{job_arg}` first, or give the job's directory with --checkpoint DIR"), soft_wrap=True)
+            sys.exit(1)
+        out = out_dir or Path(".sparkstate") / job_name / "report"
+        report = write_report(checkpoint, out, job_name)
+        for note in report.notes:
+            errors.print(labelled("warning:", "yellow", note), soft_wrap=True)
+        console.print(text(f"{job_name}: {report.batches:,} batches (those the checkpoint retains)"))
+        console.print(text("report: ", "bold") + text(str(report.html)))
+        console.print(text(f"charts: {len(report.pngs)} PNGs in {out} ({', '.join(p.name for p in report.pngs)})"),
+                      soft_wrap=True)
+    except SparkStateError as exc:
+        errors.print(labelled("error:", "red", exc), soft_wrap=True)
+        sys.exit(1)
+    except OSError as exc:
+        errors.print(labelled("error:", "red", f"cannot write the report: {exc}; choose another folder with --out DIR"),
+                     soft_wrap=True)
         sys.exit(1)
 
 

@@ -84,6 +84,7 @@ class Job(JobDescription):
         allow_non_restored_state: bool = False,
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
+        spark_ui: bool = True,
     ) -> RunResult:
         """Run on Spark until a bounded source is exhausted, ``until(result)`` holds, or
         ``timeout`` seconds pass (an unbounded source needs one of the two).
@@ -107,17 +108,22 @@ class Job(JobDescription):
         ``allow_non_restored_state`` (then it is dropped).
 
         ``metrics_port`` serves the run's metrics over HTTP while it runs, on ``metrics_host``
-        (127.0.0.1: this machine only): Flink's ``/jobs/<id>/metrics?get=...`` and
-        ``/jobs/<id>/checkpoints``, and Prometheus's ``/metrics`` (``sparkstate.metrics.endpoint``);
-        0 takes any free port. Its address goes to ``on_notice`` before Spark starts.
+        (127.0.0.1: this machine only): a live dashboard at ``/``, Flink's
+        ``/jobs/<id>/metrics?get=...`` and ``/jobs/<id>/checkpoints``, and Prometheus's
+        ``/metrics`` (``sparkstate.metrics.endpoint``); 0 takes any free port. Its address goes
+        to ``on_notice`` before Spark starts.
+
+        ``spark_ui`` starts the Spark UI with the Spark session the run starts (not with one
+        that runs already, as ``spark`` or under ``spark-submit``); its address goes to
+        ``on_notice`` once Spark runs.
         """
         if metrics_port is None:
             return self._run(checkpoint_dir, spark, on_progress, timeout, log_file, until, fresh, on_notice,
-                             from_savepoint, allow_non_restored_state)
+                             from_savepoint, allow_non_restored_state, spark_ui)
         from sparkstate.metrics.endpoint import JobMetrics, MetricsServer
+        from sparkstate.runtime.spark_session import spark_ui_url
 
-        metrics = JobMetrics(self.name, {"key_groups": self.settings.key_groups, "parallelism": self.settings.parallelism,
-                                         "state_backend": self.settings.state_backend})
+        metrics = JobMetrics(self.name, self._shown_settings(), spark_ui=spark_ui_url)
         server = MetricsServer(metrics, metrics_port, metrics_host).start()
 
         def progress(p: dict[str, Any]) -> None:
@@ -126,10 +132,11 @@ class Job(JobDescription):
                 on_progress(p)
 
         if on_notice is not None:
-            on_notice(f"metrics: {server.url}/jobs/{metrics.id}/metrics?get=numRecordsIn (Prometheus: {server.url}/metrics)")
+            on_notice(f"dashboard: {server.url}/ (metrics: {server.url}/jobs/{metrics.id}/metrics?get=numRecordsIn, "
+                      f"Prometheus: {server.url}/metrics)")
         try:
             result = self._run(checkpoint_dir, spark, progress, timeout, log_file, until, fresh, on_notice,
-                               from_savepoint, allow_non_restored_state)
+                               from_savepoint, allow_non_restored_state, spark_ui)
         except BaseException:
             metrics.finish("FAILED")
             raise
@@ -138,8 +145,18 @@ class Job(JobDescription):
         metrics.finish("FINISHED" if result.completed else "CANCELED")
         return result
 
+    def _shown_settings(self) -> dict[str, Any]:
+        """The settings the dashboard shows."""
+        s = self.settings
+        return {"source": self.source_spec.describe() if self.source_spec is not None else None,
+                "sink": self.sink_spec.describe() if self.sink_spec is not None else None,
+                "parallelism": s.parallelism, "key_groups": s.key_groups, "state_backend": s.state_backend,
+                "checkpoint_interval": str(s.checkpoint.interval), "incremental": s.checkpoint.incremental,
+                "rocksdb": dict(s.checkpoint.rocksdb or {}) or None}
+
     def _run(self, checkpoint_dir: Any, spark: Any, on_progress: Any, timeout: Any, log_file: Any, until: Any,
-             fresh: bool, on_notice: Any, from_savepoint: Any, allow_non_restored_state: bool) -> RunResult:
+             fresh: bool, on_notice: Any, from_savepoint: Any, allow_non_restored_state: bool,
+             spark_ui: bool = True) -> RunResult:
         from sparkstate.runtime.run_loop import run_job
 
         return run_job(
@@ -154,6 +171,7 @@ class Job(JobDescription):
             on_notice=on_notice,
             from_savepoint=None if from_savepoint is None else str(from_savepoint),
             allow_non_restored_state=allow_non_restored_state,
+            spark_ui=spark_ui,
         )
 
     def savepoint(

@@ -165,7 +165,7 @@ def test_curl_of_the_endpoints_during_a_cli_run(tmp_path: Path) -> None:
                                             timeout=5) as r:
                     values = {m["id"]: m["value"] for m in json.loads(r.read())}
                 if values["numRecordsIn"] not in (None, "0"):
-                    for path in ("/jobs", "/jobs/running-sum/checkpoints", "/metrics"):
+                    for path in ("/jobs", "/jobs/running-sum/checkpoints", "/metrics", "/"):
                         with urllib.request.urlopen(base + path, timeout=5) as r:
                             answers[path] = r.read().decode()
                     answers["values"] = values
@@ -177,7 +177,9 @@ def test_curl_of_the_endpoints_during_a_cli_run(tmp_path: Path) -> None:
     finally:
         proc.kill()
     assert proc.returncode == 0, err
-    assert f"metrics: {base}/jobs/" in out
+    assert f"dashboard: {base}/ (metrics: {base}/jobs/" in out
+    assert "Spark UI: http://" in out  # on by default, with its address
+    assert "<title>running-sum - sparkstate</title>" in answers["/"]
     assert answers, "the endpoint answered with figures while the job ran"
     assert json.loads(answers["/jobs"])["jobs"][0]["name"] == "running-sum"
     assert 0 < int(answers["values"]["numRecordsIn"]) <= 300_000 and answers["values"]["lastCheckpointDuration"]

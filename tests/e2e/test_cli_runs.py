@@ -1,5 +1,5 @@
 """`sparkstate run` as a user runs it: its own process and Spark; re-running resumes;
-`sparkstate checkpoints` lists what the run checkpointed."""
+`sparkstate checkpoints` lists what the run checkpointed and `sparkstate report` plots it."""
 
 from __future__ import annotations
 
@@ -66,6 +66,18 @@ def test_run_prints_progress_and_results_then_resumes(tmp_path):
     assert all(r[2].strip().endswith(" ms") and r[6].strip().startswith("incremental") for r in rows)
     missing = sparkstate(tmp_path, "checkpoints", "rate-limit")
     assert missing.returncode == 1 and "does not exist" in missing.stderr
+
+    report = sparkstate(tmp_path, "report", "running-sum")
+    assert report.returncode == 0, report.stderr
+    folder = tmp_path / ".sparkstate" / "running-sum" / "report"
+    assert "3 batches" in report.stdout and f"report: {folder.relative_to(tmp_path) / 'report.html'}" in report.stdout
+    page = (folder / "report.html").read_text()
+    assert '"numRecordsIn": 30000' in page and "uPlot" in page and "<script src=" not in page  # self-contained
+    assert sorted(p.name for p in folder.glob("*.png")) == sorted(f"{c}.png" for c in (
+        "throughput", "batch-duration", "event-time-lag", "state-size", "state-entries", "checkpoint-duration",
+        "checkpoint-size", "side-outputs", "input-waiting"))
+    assert all((folder / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for name in os.listdir(folder) if name.endswith(".png"))
+    assert sparkstate(tmp_path, "report", "rate-limit").returncode == 1
 
     again = sparkstate(tmp_path, "run", "running-sum", "--events", "30000", "--merchants", "500", "--max-batch", "10000")
     assert again.returncode == 0, again.stderr

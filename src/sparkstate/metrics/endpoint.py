@@ -6,7 +6,9 @@ Prometheus's text format for scrapers (``run(metrics_port=8081)``, ``--metrics-p
     GET /jobs/<id>/metrics?get=a,b     [{"id": "a", "value": "..."}, ...] (values as text, as Flink's);
                                        a name not known is answered {"id": n, "error": ...}
     GET /jobs/<id>/checkpoints         {"counts": {...}, "latest": {...}, "history": [...]}
+    GET /jobs/<id>/batches?since=N     the batches after batch N, as the dashboard's chart points
     GET /metrics                       Prometheus text (prometheus_client), label job=<name>
+    GET /                              the dashboard: a live page of the run's charts (dashboard.py)
 
 Values are a snapshot the run loop updates once per micro-batch from Spark's progress report
 and sparkstate's checkpoint record (:meth:`JobMetrics.on_progress`); a request reads the
@@ -20,13 +22,15 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from datetime import UTC, datetime
+from collections import deque
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from sparkstate.errors import SparkStateError
+from sparkstate.runtime.checkpoint_stats import epoch_ms, state_bytes
 
 #: Flink's metric names where Flink has them, then sparkstate's own: name -> (what, unit)
 METRICS: dict[str, str] = {
@@ -47,7 +51,12 @@ METRICS: dict[str, str] = {
     "batchDuration": "ms the last micro-batch took",
     "eventTimeLag": "ms: processing time minus the watermark, at the last batch",
     "batches": "micro-batches run",
+    "inputRowsWaiting": "input the source held beyond the last batch (Kafka's records lag; none where unknown)",
 }
+#: batches whose figures the dashboard can chart (about 1 KB each); older ones are dropped
+HISTORY = 10_000
+#: checkpoints in ``/jobs/<id>/checkpoints``'s history, as Flink's web.checkpoints.history
+CHECKPOINT_HISTORY = 100
 
 
 class MetricsPortError(SparkStateError):
@@ -57,8 +66,12 @@ class MetricsPortError(SparkStateError):
 class JobMetrics:
     """The figures the endpoint serves for one run, updated per micro-batch (thread-safe)."""
 
-    def __init__(self, name: str, settings: dict[str, Any] | None = None) -> None:
+    def __init__(self, name: str, settings: dict[str, Any] | None = None,
+                 spark_ui: Callable[[], str | None] | None = None) -> None:
         self.name = name
+        #: the Spark UI's address once Spark runs (asked until known)
+        self._spark_ui = spark_ui
+        self._spark_ui_url: str | None = None
         self.id = uuid.uuid4().hex  # a Flink job id: 32 hex digits
         self.settings = dict(settings or {})
         self.started_ms = int(time.time() * 1000)
@@ -67,7 +80,7 @@ class JobMetrics:
         self._values: dict[str, float | int | None] = {n: None for n in METRICS}
         self._values.update(numRecordsIn=0, numRecordsOut=0, numberOfCompletedCheckpoints=0,
                             numberOfFailedCheckpoints=0, deadLetters=0, lateEvents=0, batches=0)
-        self._checkpoints: list[dict[str, Any]] = []
+        self._checkpoints: deque[dict[str, Any]] = deque(maxlen=HISTORY)
 
     def on_progress(self, p: dict[str, Any]) -> None:
         """Take one micro-batch's progress report (the run loop's ``on_progress``)."""
@@ -77,7 +90,7 @@ class JobMetrics:
         out = int(out) if out is not None and out >= 0 else 0
         ops = p.get("stateOperators") or []
         side = p.get("sideOutputs") or {}
-        watermark = _epoch_ms((p.get("eventTime") or {}).get("watermark"))
+        watermark = epoch_ms((p.get("eventTime") or {}).get("watermark"))
         checkpoint = p.get("checkpoint")
         with self._lock:
             v = self._values
@@ -89,9 +102,8 @@ class JobMetrics:
             v["batches"] = int(v["batches"] or 0) + 1
             v["deadLetters"] = int(v["deadLetters"] or 0) + int(side.get("dead_letters") or 0)
             v["lateEvents"] = int(v["lateEvents"] or 0) + int(side.get("late_data") or 0)
+            v["inputRowsWaiting"] = p.get("inputWaiting")
             if ops:
-                from sparkstate.runtime.checkpoint_stats import state_bytes
-
                 v["stateSizeBytes"] = state_bytes(ops[0])
                 v["stateEntries"] = sum(int(op.get("numRowsTotal") or 0) for op in ops)
             if watermark is not None and watermark > 0:  # Spark's 0: no watermark yet
@@ -115,18 +127,33 @@ class JobMetrics:
         with self._lock:
             return dict(self._values)
 
-    def checkpoints(self) -> list[dict[str, Any]]:
+    def checkpoints(self, last: int | None = None) -> list[dict[str, Any]]:
+        """The recorded checkpoints (each batch's record), oldest first; ``last``: only the last ones."""
         with self._lock:
-            return list(self._checkpoints)
+            records = list(self._checkpoints)
+        return records[-last:] if last else records
 
+    def batches(self, since: int = -1) -> list[dict[str, Any]]:
+        """The chart points (``charts.point``) of the batches after batch ``since``."""
+        from sparkstate.metrics.charts import point
 
-def _epoch_ms(iso: Any) -> int | None:
-    if not isinstance(iso, str):
-        return None
-    try:
-        return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone(UTC).timestamp() * 1000)
-    except ValueError:
-        return None
+        with self._lock:
+            records = [c for c in self._checkpoints if c["batch_id"] > since]
+        return [point(c) for c in records]
+
+    @property
+    def spark_ui(self) -> str | None:
+        if self._spark_ui_url is None and self._spark_ui is not None:
+            try:
+                self._spark_ui_url = self._spark_ui()
+            except Exception:  # noqa: BLE001 - Spark stopping or not started: no address yet
+                return None
+        return self._spark_ui_url
+
+    def job(self) -> dict[str, Any]:
+        """The job's details (``/jobs/<id>``)."""
+        return {"jid": self.id, "name": self.name, "state": self.status, "start-time": self.started_ms,
+                "settings": self.settings, "spark-ui": self.spark_ui}
 
 
 # --------------------------------------------------------------------------- Prometheus
@@ -150,6 +177,7 @@ _PROMETHEUS = [
     ("sparkstate_state_entries", "stateEntries", "gauge", 1),
     ("sparkstate_dead_letters", "deadLetters", "counter", 1),
     ("sparkstate_late_events", "lateEvents", "counter", 1),
+    ("sparkstate_input_rows_waiting", "inputRowsWaiting", "gauge", 1),
 ]
 
 
@@ -214,6 +242,12 @@ class MetricsServer:
     def answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, str, bytes]:
         """``(status, content type, body)`` for a GET of ``path``."""
         m = self.metrics
+        if path in ("/", "/index.html"):
+            from sparkstate.metrics.dashboard import live_page
+
+            return 200, "text/html; charset=utf-8", live_page(m.name).encode()
+        if path.startswith("/static/"):
+            return _static(path.removeprefix("/static/"))
         if path == "/metrics":
             from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -225,8 +259,7 @@ class MetricsServer:
         if len(parts) >= 2 and parts[0] == "jobs" and parts[1] not in (m.id, m.name):
             return _json(404, {"errors": [f"no job {parts[1]!r}; this process runs {m.name!r} ({m.id})"]})
         if len(parts) == 2:
-            return _json(200, {"jid": m.id, "name": m.name, "state": m.status, "start-time": m.started_ms,
-                               "settings": m.settings})
+            return _json(200, m.job())
         if len(parts) == 3 and parts[2] == "metrics":
             asked = [n for v in query.get("get", []) for n in v.split(",") if n]
             if not asked:
@@ -237,15 +270,34 @@ class MetricsServer:
                 {"id": n, "value": _text(values[n])} if n in METRICS else {"id": n, "error": f"unknown metric; known: {known}"}
                 for n in asked
             ])
+        if len(parts) == 3 and parts[2] == "batches":
+            since = (query.get("since") or ["-1"])[0]
+            if not since.lstrip("-").isdigit():
+                return _json(400, {"errors": [f"since={since!r}: give a batch id, e.g. since=-1 for all"]})
+            return _json(200, m.batches(int(since)))
         if len(parts) == 3 and parts[2] == "checkpoints":
-            history = m.checkpoints()
+            history = m.checkpoints(CHECKPOINT_HISTORY)
             values = m.values()
             return _json(200, {
                 "counts": {"completed": values["numberOfCompletedCheckpoints"], "failed": values["numberOfFailedCheckpoints"]},
                 "latest": {"completed": history[-1] if history else None},
                 "history": list(reversed(history)),
             })
-        return _json(404, {"errors": [f"not found: {path}; try /jobs, /jobs/{m.id}/metrics, /jobs/{m.id}/checkpoints, /metrics"]})
+        return _json(404, {"errors": [
+            f"not found: {path}; try /, /jobs, /jobs/{m.id}/metrics, /jobs/{m.id}/checkpoints, /metrics"]})
+
+
+_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+
+
+def _static(name: str) -> tuple[int, str, bytes]:
+    """The dashboard's script and style sheets (``metrics/static``), by name only."""
+    from sparkstate.metrics.dashboard import STATIC
+
+    kind = _TYPES.get(Path(name).suffix)
+    if "/" in name or kind is None or not (STATIC / name).is_file():
+        return _json(404, {"errors": [f"not found: /static/{name}"]})
+    return 200, kind, (STATIC / name).read_bytes()
 
 
 def _text(value: Any) -> str | None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 import urllib.error
@@ -102,3 +103,85 @@ def test_a_hung_client_holds_up_no_one(served) -> None:
         assert status == 200 and time.monotonic() - started < 2
     finally:
         hung.close()
+
+
+def test_the_dashboard_page_and_its_files_come_from_the_endpoint(served) -> None:
+    metrics, server = served
+    status, body = get(f"{server.url}/")
+    page = body.decode()
+    assert status == 200 and "<title>w1 - sparkstate</title>" in page
+    # everything the page loads is the endpoint's own: no CDN (the machine may be offline)
+    loaded = re.findall(r'(?:src|href)="([^"]+)"', page)
+    assert loaded and all(u.startswith(("/static/", "data:", "https://github.com/leeoniya/uPlot")) for u in loaded)
+    for name in ("uPlot.iife.min.js", "uPlot.min.css", "dashboard.js", "dashboard.css"):
+        assert f"/static/{name}" in page
+        status, body = get(f"{server.url}/static/{name}")
+        assert status == 200 and len(body) > 500
+    for bad in ("/static/../endpoint.py", "/static/nothing.js", "/static/uPlot.LICENSE", "/static/%2e%2e/charts.py"):
+        assert get(server.url + bad)[0] == 404
+
+
+def test_the_batches_route_gives_chart_points_after_a_batch(served) -> None:
+    metrics, server = served
+    for b in range(3):
+        p = progress(b, 1000 * (b + 1), ms=500)
+        p["checkpoint"].update(events=1000 * (b + 1), batch_ms=500, rows_out=10, watermark_ms=None, waiting=30 - 10 * b)
+        p["inputWaiting"] = 30 - 10 * b
+        metrics.on_progress(p)
+    status, body = get(f"{server.url}/jobs/w1/batches?since=0")
+    points = json.loads(body)
+    assert status == 200 and [p["batch_id"] for p in points] == [1, 2]
+    assert points[1]["events_per_second"] == 6000.0 and points[1]["rows_out_per_second"] == 20.0
+    assert points[1]["lag_seconds"] is None and points[1]["waiting"] == 10
+    assert json.loads(get(f"{server.url}/jobs/w1/batches")[1])[0]["batch_id"] == 0  # all of them
+    assert get(f"{server.url}/jobs/w1/batches?since=x")[0] == 400
+    values = {m["id"]: m["value"] for m in json.loads(get(f"{server.url}/jobs/w1/metrics?get=inputRowsWaiting")[1])}
+    assert values == {"inputRowsWaiting": "10"}
+    prom = get(f"{server.url}/metrics")[1].decode()
+    assert 'sparkstate_input_rows_waiting{job="w1"} 10.0' in prom
+
+
+def test_the_spark_ui_link_is_asked_for_until_spark_has_one() -> None:
+    answers = iter([None, RuntimeError("stopping"), "http://host:4040"])
+
+    def ui() -> str | None:
+        a = next(answers)
+        if isinstance(a, Exception):
+            raise a
+        return a
+
+    metrics = JobMetrics("w1", spark_ui=ui)
+    assert metrics.job()["spark-ui"] is None and metrics.spark_ui is None
+    assert metrics.job()["spark-ui"] == "http://host:4040" and metrics.spark_ui == "http://host:4040"  # kept
+
+
+def test_requests_while_the_job_stops_are_answered_or_refused() -> None:
+    import threading
+
+    metrics = JobMetrics("w1")
+    server = MetricsServer(metrics, 0).start()
+    outcomes: list[object] = []
+    done = threading.Event()
+
+    def client() -> None:
+        while not done.is_set():
+            try:
+                outcomes.append(get(f"{server.url}/jobs/w1/batches?since=-1")[0])
+            except OSError as exc:  # the server has closed: refused, or reset mid-request
+                outcomes.append(type(exc).__name__)
+                return
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for b in range(20):
+        metrics.on_progress(progress(b, 10))
+    metrics.finish("CANCELED")
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < 5
+    done.set()
+    for t in threads:
+        t.join(10)
+    assert outcomes and set(outcomes) <= {200, "URLError", "ConnectionResetError", "ConnectionRefusedError",
+                                          "RemoteDisconnected"}
