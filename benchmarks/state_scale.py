@@ -3,6 +3,7 @@
 
     python benchmarks/state_scale.py                          # 100k, 1M and 10M keys (about 15 minutes)
     python benchmarks/state_scale.py --keys 100000,1000000    # a shorter run
+    python benchmarks/state_scale.py --keys 1000000 --config default --config big:block.cache-size=512mb
 
 For each number of keys, in a process of its own (2 local cores, RocksDB, changelog
 checkpoints): the UPI generator with that many merchants (drawn uniformly) feeds W1 with
@@ -17,6 +18,9 @@ Reported:
 * peak memory of the process (JVM and Python workers);
 * restart time: the same job started again on its checkpoint (in the same Spark session), to
   its first committed batch of 10,000 new events (the state's load included).
+
+Each ``--config LABEL:name=value,...`` (RocksDB options by Flink's names, without or with their
+``state.backend.rocksdb.`` prefix; none for Spark's defaults) is a row per number of keys.
 
 Seed 004's reference job: 393 MB of state, 27 MB incremental deltas, 1.8 s checkpoints.
 """
@@ -37,15 +41,22 @@ HERE = Path(__file__).resolve()
 NEW_EVENTS = 10_000
 
 
-def _job(keys: int, built: int, batch: int):
+def _rocksdb(config: str | None) -> dict[str, str]:
+    """``LABEL:name=value,...``'s RocksDB options, by Flink's full names."""
+    options = (config or "").partition(":")[2]
+    return {("" if k.startswith("state.") else "state.backend.rocksdb.") + k.strip(): v.strip()
+            for k, _, v in (o.partition("=") for o in options.split(",") if o)}
+
+
+def _job(keys: int, built: int, batch: int, config: str | None = None):
     """W1 on a generator of ``built + NEW_EVENTS`` events: the build stops after ``built``, so
     that the restart reads the last ``NEW_EVENTS`` with the same source."""
     from sparkstate import NoopSink, UpiPayments
     from sparkstate.jobs.running_sum import build
 
     source = UpiPayments(events=built + NEW_EVENTS, merchants=keys, max_batch=batch, seed=5)
-    return build(source).sink(NoopSink()).with_settings(state_backend="rocksdb", parallelism=2,
-                                                        trigger_interval="0 seconds")
+    job = build(source).sink(NoopSink()).with_settings(state_backend="rocksdb", parallelism=2, trigger_interval="0 seconds")
+    return job.with_checkpointing(rocksdb=_rocksdb(config) or None)
 
 
 def _events(args: argparse.Namespace) -> int:
@@ -63,8 +74,8 @@ def child(args: argparse.Namespace) -> dict:
         ckpt = work / "checkpoint"
         built = _events(args)
         with PeakMemory() as mem:
-            result = _job(args.keys, built, args.batch).run(checkpoint_dir=ckpt, spark=spark,
-                                                            until=lambda r: r.events >= built)
+            result = _job(args.keys, built, args.batch, args.config).run(checkpoint_dir=ckpt, spark=spark,
+                                                                         until=lambda r: r.events >= built)
         batches = [p for p in result.progress if p.get("events")]
         tail = batches[-args.tail:]
         seconds = [p["durationMs"]["triggerExecution"] / 1000 for p in tail]
@@ -73,7 +84,8 @@ def child(args: argparse.Namespace) -> dict:
         last = result.checkpoints[-1]
         # the job again on its checkpoint: state load and a batch of NEW_EVENTS, to the first commit
         started = time.monotonic()
-        _job(args.keys, built, args.batch).run(checkpoint_dir=ckpt, spark=spark, until=lambda r: r.batches >= 1)
+        _job(args.keys, built, args.batch, args.config).run(checkpoint_dir=ckpt, spark=spark,
+                                                            until=lambda r: r.batches >= 1)
         return {
             "keys": args.keys, "events": result.events, "batches": result.batches,
             "median_s": statistics.median(seconds), "tail_events": sum(p["events"] for p in tail),
@@ -93,27 +105,32 @@ def main() -> None:
     parser.add_argument("--fill", type=int, default=3, help="events per key")
     parser.add_argument("--batch", type=int, default=1_000_000, help="events per micro-batch")
     parser.add_argument("--tail", type=int, default=3, help="last batches measured")
+    parser.add_argument("--config", action="append", help="LABEL:name=value,... RocksDB options: a row each")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        args.keys = int(args.keys)
+        args.keys, args.config = int(args.keys), (args.config or [None])[0]
         print(json.dumps(child(args)))
         return
 
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(highlight=False, width=max(150, Console().width))
+    console = Console(highlight=False, width=max(170, Console().width))
     table = Table(title="W1 as its state grows (each row: own processes; 2 local cores, RocksDB)", title_justify="left")
+    if args.config:
+        table.add_column("config")
     for col in ("keys", "events", "batches", "batch s (median of last)", "events/s (last)", "checkpoint ms",
                 "delta (mean)", "full", "state (Spark)", "state rows", "peak memory", "restart s"):
         table.add_column(col, justify="right")
-    for keys in (int(k) for k in args.keys.split(",")):
-        console.print(f"  {keys:,} keys: {_events(argparse.Namespace(**{**vars(args), 'keys': keys})):,} events ...")
+    for keys, config in ((int(k), c) for k in args.keys.split(",") for c in args.config or [None]):
+        console.print(f"  {keys:,} keys{f' ({config})' if config else ''}: "
+                      f"{_events(argparse.Namespace(**{**vars(args), 'keys': keys})):,} events ...")
         r = run_child(HERE, ["--keys", str(keys), "--fill", str(args.fill), "--batch", str(args.batch),
-                             "--tail", str(args.tail)])
+                             "--tail", str(args.tail), *(["--config", config] if config else [])])
         assert isinstance(r, dict)
         table.add_row(
+            *([config.partition(":")[0]] if config else []),
             f"{keys:,}", f"{r['events']:,}", str(r["batches"]), f"{r['median_s']:.2f}",
             f"{r['tail_events'] / r['tail_seconds']:,.0f}", f"{r['checkpoint_ms']:,.0f}", mb(r["delta_bytes"]),
             mb(r["full_bytes"]), mb(r["state_bytes"]), f"{r['state_rows'] or 0:,}", mb(r["peak_bytes"]),
