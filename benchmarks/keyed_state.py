@@ -9,7 +9,10 @@ directory, Spark's noop sink. Every engine reads the same generated events:
 
 * ``sparkstate``: ``sparkstate.jobs.running_sum`` (RocksDB, and the hashmap backend).
 * ``sparkstate, metrics endpoint``: the same with ``metrics_port`` on and a client reading
-  its Prometheus text and Flink's REST every 0.2 s: the endpoint's cost (it should be none).
+  its Prometheus text, Flink's REST and the dashboard's batch figures every 0.2 s: the
+  endpoint's cost (it should be none).
+* ``sparkstate, Spark UI on``: the same in a session with the Spark UI on, as ``sparkstate
+  run`` and ``Job.run`` start it by default (the other rows run without it).
 * ``sparkstate, TTL``: the same with a 24-hour TTL on both states (Flink's default cleanup:
   touched keys lose expired entries on write-back, idle key groups are swept), in the same
   run as plain W1: the cost of TTL bookkeeping (target: at most 25% slower).
@@ -62,10 +65,10 @@ OUTPUT = "merchant_id string, count bigint, total double"
 # --------------------------------------------------------------------------- child side
 
 
-def _session():
+def _session(ui: bool = False):
     from sparkstate.runtime.spark_session import get_spark
 
-    return get_spark(parallelism=2, log_file=Path(tempfile.gettempdir()) / "sparkstate-bench-spark.log")
+    return get_spark(parallelism=2, log_file=Path(tempfile.gettempdir()) / "sparkstate-bench-spark.log", ui=ui)
 
 
 def _generator(events: int, keys: int, max_batch: int):
@@ -115,7 +118,8 @@ def _polled(job, ckpt: Path, spark) -> dict:
 
     def notice(message: str) -> None:
         base = message.split("metrics: ", 1)[1].split("/jobs/", 1)[0]
-        urls.extend([f"{base}/metrics", f"{base}/jobs/{job.name}/metrics?get=numRecordsIn,lastCheckpointDuration"])
+        urls.extend([f"{base}/metrics", f"{base}/jobs/{job.name}/metrics?get=numRecordsIn,lastCheckpointDuration",
+                     f"{base}/jobs/{job.name}/batches?since=-1"])
 
     thread = threading.Thread(target=poll, daemon=True)
     thread.start()
@@ -257,7 +261,7 @@ def child_throughput(args: argparse.Namespace) -> dict:
     """One engine: a warm-up run, then the measured run with peak memory."""
     if args.engine.startswith("flink-"):  # PyFlink's own interpreter warms up its JVM itself
         return flink_row(args.engine.removeprefix("flink-"), args.csv, args.events, args.csv_warmup)
-    spark = _session()
+    spark = _session(ui=args.spark_ui)
     ours = args.engine in ("sparkstate", "sparkstate-ttl", "dedup")
 
     def once(events: int, ckpt: Path) -> dict:
@@ -392,7 +396,8 @@ def main() -> None:
     parser.add_argument("--mode", default="throughput", help=argparse.SUPPRESS)
     parser.add_argument("--csv", default="", help=argparse.SUPPRESS)
     parser.add_argument("--metrics", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--skip-endpoint", action="store_true", help="no row with the metrics endpoint on")
+    parser.add_argument("--skip-endpoint", action="store_true", help="no rows with the metrics endpoint or Spark UI on")
+    parser.add_argument("--spark-ui", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--csv-warmup", default="", help=argparse.SUPPRESS)
     parser.add_argument("--skip-files", action="store_true", help="no CSV file-source rows (and no Flink rows)")
     parser.add_argument("--small-batch", type=int, default=100_000,
@@ -419,6 +424,7 @@ def main() -> None:
     if not args.skip_endpoint:
         runs.append(("sparkstate (RocksDB), metrics endpoint read every 0.2 s",
                      ["--engine", "sparkstate", "--metrics", "--events", str(args.events)]))
+        runs.append(("sparkstate (RocksDB), Spark UI on", ["--engine", "sparkstate", "--spark-ui", "--events", str(args.events)]))
     work = Path(tempfile.mkdtemp(prefix="sparkstate-bench-csv-"))
     if not args.skip_files:
         console.print(f"  writing the {args.events:,} events as CSV files of {CSV_FILE_EVENTS:,} lines ...")
@@ -482,6 +488,10 @@ def main() -> None:
     if polled is not None:
         console.print(f"W1 with the metrics endpoint read {polled['endpoint_reads']:,} times vs without: "
                       f"{polled['events'] / polled['seconds'] / (ours['events'] / ours['seconds']) - 1:+.1%} events/s overall")
+    ui = results.get("sparkstate (RocksDB), Spark UI on")
+    if ui is not None:
+        change = ui["events"] / ui["seconds"] / (ours["events"] / ours["seconds"]) - 1
+        console.print(f"W1 with the Spark UI on vs off: {change:+.1%} events/s overall")
     flink = next((r for n, r in results.items() if n.startswith("Flink SQL")), None)
     files = results.get("sparkstate (RocksDB), CSV files")
     if flink and files:
