@@ -43,3 +43,17 @@ def same_rows(a: list[dict], b: list[dict]) -> None:
         assert len(x) == len(y)
         for (k, u), (k2, v) in zip(x, y):
             assert k == k2 and (u == v or (isinstance(u, float) and math.isclose(u, v, rel_tol=1e-12))), (x, y)
+
+
+def committed_rows(folder: Path) -> list[dict]:
+    """The rows a Parquet sink committed: the files Spark's file sink log lists (a stopped batch
+    may leave others), or, where a job's batches are written one folder each (``batch_id=N``,
+    replaced whole by a replayed batch: jobs with side outputs), every file of those folders."""
+    import pyarrow.parquet as pq
+
+    if (folder / "_spark_metadata").exists():
+        paths = {json.loads(line)["path"].removeprefix("file://") for log in (folder / "_spark_metadata").glob("[0-9]*")
+                 for line in log.read_text().splitlines()[1:]}
+    else:
+        paths = {str(f) for f in folder.glob("batch_id=*/*.parquet")}
+    return [row for p in sorted(paths) for row in pq.read_table(p).to_pylist()]

@@ -154,6 +154,9 @@ def explain_job(job_name: str, events: int, source_spec: str | None, sink_spec: 
               help="The address the metrics endpoint listens on (0.0.0.0: every interface).")
 @click.option("--spark-ui/--no-spark-ui", default=True, show_default=True,
               help="Start the Spark UI (port 4040, or the next free one) and print its address.")
+@click.option("--master", metavar="URL",
+              help="Run on this Spark cluster (spark://HOST:7077, yarn, k8s://...; scripts/cluster.sh starts one here) "
+              "instead of local mode; give a --checkpoint every executor reaches [local mode, one core per partition].")
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -186,6 +189,7 @@ def run(
     metrics_port: int | None,
     metrics_host: str,
     spark_ui: bool,
+    master: str | None,
 ) -> None:
     """Run a seed job on its generator, or on events from a socket, files or a Kafka topic (see `sparkstate jobs`);
     or your own job: JOB is then a pipeline file or module, path/to/pipeline.py[:NAME] or package.module:NAME."""
@@ -197,12 +201,13 @@ def run(
 
     try:
         settings, rocksdb = _split_settings(settings)
+        run_options = {"metrics_port": metrics_port, "metrics_host": metrics_host, "spark_ui": spark_ui, "master": master}
         if not settings:  # only RocksDB options: not a generator setting
             ctx.set_parameter_source("settings", ParameterSource.DEFAULT)
         if is_pipeline(job_name):
             _run_pipeline(ctx, job_name, rocksdb, checkpoint_dir=checkpoint_dir, sink_spec=sink_spec, timeout=timeout,
                           fresh=fresh, quiet=quiet, from_savepoint=from_savepoint,
-                          allow_non_restored_state=allow_non_restored_state, watch=(metrics_port, metrics_host, spark_ui))
+                          allow_non_restored_state=allow_non_restored_state, run_options=run_options)
             return
         seed_job = get_job(job_name)
         home = Path(".sparkstate") / job_name
@@ -242,7 +247,7 @@ def run(
         _run_and_report(
             job, seed_job.description, ckpt=ckpt, home=home, restore_name=job_name, total_events=None if source_spec else events,
             until=until, timeout=timeout, fresh=fresh, quiet=quiet, from_savepoint=from_savepoint,
-            allow_non_restored_state=allow_non_restored_state, watch=(metrics_port, metrics_host, spark_ui),
+            allow_non_restored_state=allow_non_restored_state, run_options=run_options,
             results=(lambda: _print_results(sink.path, seed_job.summary_key, seed_job.summary_order))
             if isinstance(sink, ParquetSink) and seed_job.summary_key else None,
         )
@@ -258,7 +263,7 @@ def run(
 def _run_and_report(
     job: Any, description: str, *, ckpt: str, home: Path, restore_name: str, total_events: int | None, until: Any,
     timeout: float | None, fresh: bool, quiet: bool, from_savepoint: str | None, allow_non_restored_state: bool,
-    watch: tuple[int | None, str, bool] = (None, "127.0.0.1", True), results: Any = None,
+    run_options: dict[str, Any] | None = None, results: Any = None,
 ) -> None:
     """Run ``job`` as the CLI does: what it reads and writes, a line per micro-batch, the summary,
     and where its output is (``results`` prints a seed job's top rows)."""
@@ -298,7 +303,7 @@ def _run_and_report(
                          log_file=home / "spark.log",
                          fresh=fresh, on_notice=_notice, from_savepoint=from_savepoint,
                          allow_non_restored_state=allow_non_restored_state,
-                         metrics_port=watch[0], metrics_host=watch[1], spark_ui=watch[2])
+                         **(run_options or {}))
     result.peak_memory_bytes = memory.peak_bytes
     from sparkstate.runtime.state_reader import state_keys  # Spark has started by now
 
@@ -336,7 +341,7 @@ def _split_settings(pairs: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, 
 
 def _run_pipeline(ctx: click.Context, spec: str, rocksdb: dict[str, str], *, checkpoint_dir: str | None, sink_spec: str | None,
                   timeout: float | None, fresh: bool, quiet: bool, from_savepoint: str | None,
-                  allow_non_restored_state: bool, watch: tuple[int | None, str, bool]) -> None:
+                  allow_non_restored_state: bool, run_options: dict[str, Any]) -> None:
     """``sparkstate run PIPELINE``: the user's job with its own source, sink and settings; the
     command line's checkpoint, sink and settings over them, where given."""
     from click.core import ParameterSource
@@ -379,7 +384,7 @@ def _run_pipeline(ctx: click.Context, spec: str, rocksdb: dict[str, str], *, che
         job = job.sink(ParquetSink(str(home / "output") if checkpoint_dir is None else f"{ckpt.rstrip('/')}/output"))
     _run_and_report(job, f"from {spec}", ckpt=ckpt, home=home, restore_name=spec, total_events=None, until=None,
                     timeout=timeout, fresh=fresh, quiet=quiet, from_savepoint=from_savepoint,
-                    allow_non_restored_state=allow_non_restored_state, watch=watch)
+                    allow_non_restored_state=allow_non_restored_state, run_options=run_options)
 
 
 def _rules_source(seed_job: Any, spec: str | None, default_dir: Path) -> Any:

@@ -85,6 +85,7 @@ class Job(JobDescription):
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
         spark_ui: bool = True,
+        master: str | None = None,
     ) -> RunResult:
         """Run on Spark until a bounded source is exhausted, ``until(result)`` holds, or
         ``timeout`` seconds pass (an unbounded source needs one of the two).
@@ -116,7 +117,15 @@ class Job(JobDescription):
         ``spark_ui`` starts the Spark UI with the Spark session the run starts (not with one
         that runs already, as ``spark`` or under ``spark-submit``); its address goes to
         ``on_notice`` once Spark runs.
+
+        ``master`` runs the job on a Spark cluster (``spark://HOST:7077``, ``yarn``, ...) rather
+        than in local mode, when the run starts its Spark session; the checkpoint directory must
+        then be one every executor reaches (a shared folder, ``hdfs://``, ``s3a://``).
         """
+        if master is not None and spark is None:
+            from sparkstate.runtime.spark_session import get_spark
+
+            spark = get_spark(master=master, ui=spark_ui, parallelism=self.settings.parallelism, log_file=log_file)
         if metrics_port is None:
             return self._run(checkpoint_dir, spark, on_progress, timeout, log_file, until, fresh, on_notice,
                              from_savepoint, allow_non_restored_state, spark_ui)

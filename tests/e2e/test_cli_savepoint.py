@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from spark_helpers import harness_like_spark, same_rows
+from spark_helpers import committed_rows, harness_like_spark, same_rows
 
 GENERATOR = ["--events", "20000", "--merchants", "200"]
 
@@ -19,15 +19,6 @@ GENERATOR = ["--events", "20000", "--merchants", "200"]
 def sparkstate(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     cmd = [str(Path(sys.executable).with_name("sparkstate")), *args]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "250"})
-
-
-def committed_rows(folder: Path) -> list[dict]:
-    """The rows Spark's file sink committed: the files its log lists (a stopped batch may leave others)."""
-    import pyarrow.parquet as pq
-
-    paths = {json.loads(line)["path"] for log in (folder / "_spark_metadata").glob("[0-9]*")
-             for line in log.read_text().splitlines()[1:]}
-    return [row for p in sorted(paths) for row in pq.read_table(p.removeprefix("file://")).to_pylist()]
 
 
 def test_stop_with_savepoint_then_restore_on_another_backend_and_partitions(tmp_path):

@@ -128,6 +128,10 @@ def get_spark(
         # zip (see worker_path/sitecustomize.py)
         "spark.executorEnv.PYTHONPATH": _worker_path(),
     }
+    if not conf["spark.master"].startswith("local"):
+        # a cluster: each executor gets one core and room for a micro-batch's Arrow batches
+        # (Spark's default of 1g is tight for a million-event batch); extra_conf sets others
+        conf.update({"spark.executor.memory": "2g", "spark.executor.cores": "1"})
     conf.update(extra_conf or {})
     cache = class_cache.plan(conf)
     try:

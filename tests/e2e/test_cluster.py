@@ -1,0 +1,186 @@
+"""sparkstate on a Spark standalone cluster (``scripts/cluster.sh``: a master and two one-core
+workers on this machine, each executor a JVM and Python workers of its own): seed jobs give
+the rows they give on the harness (so in local mode), an executor or a whole worker killed in
+the middle of a batch changes no row, and a killed driver's next run resumes from the
+checkpoint, which a savepoint then carries to local mode with another partition count.
+
+Every run is ``sparkstate run --master spark://...`` in its own process, as a user types it;
+the reference is the same job on the in-process harness, in the micro-batches Spark reads."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from spark_helpers import committed_rows, harness_like_spark, same_rows
+
+from sparkstate.jobs import JOBS
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+SPARKSTATE = str(Path(sys.executable).with_name("sparkstate"))
+FLAGS = ["--trigger", "200 milliseconds", "--key-groups", "8", "--no-spark-ui"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Cluster:
+    master: str
+    folder: Path
+    env: dict[str, str]
+
+    def script(self, command: str) -> str:
+        done = subprocess.run(["bash", str(ROOT / "scripts" / "cluster.sh"), command, str(self.folder)], env=self.env,
+                              capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def pids(self, what: str) -> list[int]:
+        """This cluster's running workers (``worker``: their pid files) or executors (``executor``:
+        the workers' child JVMs)."""
+        workers = [int(f.read_text()) for f in sorted(self.folder.glob("worker-*.pid"))]
+        workers = [w for w in workers if Path(f"/proc/{w}").exists()]
+        if what == "worker":
+            return workers
+        found = [subprocess.run(["pgrep", "-P", str(w), "-f", "CoarseGrainedExecutorBackend"], capture_output=True,
+                                text=True).stdout.split() for w in workers]
+        return [int(p) for pids in found for p in pids]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cluster")
+    port = _free_port()
+    env = {**os.environ, "SPARKSTATE_MASTER_PORT": str(port), "SPARKSTATE_MASTER_UI_PORT": str(_free_port()),
+           "PYTHON": sys.executable}
+    c = Cluster(f"spark://127.0.0.1:{port}", folder, env)
+    try:
+        assert c.script("start").strip() == c.master
+        yield c
+    finally:
+        c.script("stop")
+
+
+def run(cwd: Path, *args: str, on_line=None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``sparkstate ARGS`` in its own process group; ``on_line(line, proc)`` sees each output line."""
+    cmd = [SPARKSTATE, *args]
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "COLUMNS": "250"}, start_new_session=True)
+    timer = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))
+    timer.start()
+    out = []
+    try:
+        for line in proc.stdout:
+            out.append(line)
+            if on_line is not None:
+                on_line(line, proc)
+        proc.wait()
+    finally:
+        timer.cancel()
+    return subprocess.CompletedProcess(cmd, proc.returncode, "".join(out), "")
+
+
+def epoch_ms(rows: list[dict]) -> list[dict]:
+    """Rows with their timestamps (Parquet's, read back naive in UTC) as epoch ms, as the harness gives them."""
+    def ms(v):
+        if isinstance(v, datetime):
+            return round((v if v.tzinfo else v.replace(tzinfo=UTC)).timestamp() * 1000)
+        return v
+
+    return [{k: ms(v) for k, v in row.items()} for row in rows]
+
+
+def expected(name: str, events: int, max_batch: int) -> list[dict]:
+    job = JOBS[name].job(events=events, merchants=500, max_batch=max_batch)
+    return harness_like_spark(job, max_batch)
+
+
+def test_seed_jobs_on_the_cluster_give_the_harness_rows(cluster, tmp_path) -> None:
+    """Value state, a window and event-time timers, one driver process for the three."""
+    names = ["running-sum", "upi-per-minute", "rate-limit"]
+    done = subprocess.run([sys.executable, str(Path(__file__).with_name("cluster_jobs.py")), cluster.master, *names],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in names:
+        rows = epoch_ms(committed_rows(tmp_path / name / "output"))
+        assert rows, name
+        same_rows(rows, expected(name, 40_000, 20_000))
+
+
+def test_a_killed_executor_and_a_killed_worker_change_no_row(cluster, tmp_path) -> None:
+    """SIGKILL an executor while batch 2 runs, and a whole worker (its executor with it) while
+    batch 5 runs: Spark runs their tasks again elsewhere, and the batch completes."""
+    kills: list[str] = []
+
+    def kill(what: str) -> None:
+        pids = cluster.pids(what)
+        if pids:
+            os.kill(pids[0], signal.SIGKILL)
+            kills.append(f"{what} {pids[0]}")
+
+    def on_line(line: str, proc) -> None:
+        if line.startswith("batch 1 |"):
+            threading.Timer(0.5, kill, ("executor",)).start()  # batch 2 is running by then
+        elif line.startswith("batch 4 |"):
+            threading.Timer(0.5, kill, ("worker",)).start()
+
+    try:
+        done = run(tmp_path, "run", "running-sum", "--events", "160000", "--merchants", "500", "--max-batch", "20000",
+                   "--master", cluster.master, "--checkpoint", str(tmp_path / "ckpt"),
+                   "--sink", f"parquet:{tmp_path / 'out'}", *FLAGS, on_line=on_line, timeout=420)
+    finally:
+        cluster.script("start")  # the killed worker again, for the tests after this one
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert len(kills) == 2, kills
+    rows = committed_rows(tmp_path / "out")
+    same_rows(rows, expected("running-sum", 160_000, 20_000))
+    # the driver's log: the tasks Spark lost with the executors, and ran again
+    log = (tmp_path / ".sparkstate" / "running-sum" / "spark.log").read_text(errors="replace")
+    print(f"\nkills: {kills}; executors lost: {log.count('Lost executor')}, tasks lost: {log.count('Lost task')}; "
+          f"rows compared: {len(rows):,}, all equal to the harness's")
+
+
+def test_a_killed_driver_resumes_and_a_savepoint_moves_to_local_mode(cluster, tmp_path) -> None:
+    """The driver killed (its whole process group) after batch 1: the next run on the cluster
+    resumes from the checkpoint; stopped there by its timeout, a savepoint of it restores in
+    local mode with 3 partitions instead of 2, which finishes the input."""
+    args = ["run", "running-sum", "--events", "100000", "--merchants", "500", "--max-batch", "20000", *FLAGS]
+    cluster_run = [*args, "--master", cluster.master, "--checkpoint", str(tmp_path / "ckpt"),
+                   "--sink", f"parquet:{tmp_path / 'out'}"]
+
+    def on_line(line: str, proc) -> None:
+        if line.startswith("batch 1 |"):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    killed = run(tmp_path, *cluster_run, on_line=on_line)
+    assert killed.returncode == -signal.SIGKILL
+
+    def stop(line: str, proc) -> None:  # Ctrl-C: the run stops after a committed batch
+        if line.startswith("batch 3 |"):
+            os.killpg(proc.pid, signal.SIGINT)
+
+    resumed = run(tmp_path, *cluster_run, on_line=stop)
+    assert resumed.returncode in (0, 130), resumed.stdout[-3000:]
+    assert "batch 0 |" not in resumed.stdout  # it resumed after the killed run's batches
+    saved = run(tmp_path, "savepoint", "running-sum", "--checkpoint", str(tmp_path / "ckpt"),
+                "--target", str(tmp_path / "sp"))
+    assert saved.returncode == 0, saved.stdout[-3000:]
+    local = run(tmp_path, *args, "--checkpoint", str(tmp_path / "ckpt-local"), "--from-savepoint", str(tmp_path / "sp"),
+                "--partitions", "3", "--sink", f"parquet:{tmp_path / 'out-local'}")
+    assert local.returncode == 0, local.stdout[-3000:]
+    rows = committed_rows(tmp_path / "out") + committed_rows(tmp_path / "out-local")
+    same_rows(rows, expected("running-sum", 100_000, 20_000))
