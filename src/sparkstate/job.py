@@ -122,11 +122,8 @@ class Job(JobDescription):
         than in local mode, when the run starts its Spark session; the checkpoint directory must
         then be one every executor reaches (a shared folder, ``hdfs://``, ``s3a://``).
         """
-        if master is not None and spark is None:
-            from sparkstate.runtime.spark_session import get_spark
-
-            spark = get_spark(master=master, ui=spark_ui, parallelism=self.settings.parallelism, log_file=log_file)
         if metrics_port is None:
+            spark = self._cluster_session(spark, master, spark_ui, log_file)
             return self._run(checkpoint_dir, spark, on_progress, timeout, log_file, until, fresh, on_notice,
                              from_savepoint, allow_non_restored_state, spark_ui)
         from sparkstate.metrics.endpoint import JobMetrics, MetricsServer
@@ -144,6 +141,7 @@ class Job(JobDescription):
             on_notice(f"dashboard: {server.url}/ (metrics: {server.url}/jobs/{metrics.id}/metrics?get=numRecordsIn, "
                       f"Prometheus: {server.url}/metrics)")
         try:
+            spark = self._cluster_session(spark, master, spark_ui, log_file)  # after the port is known to be free
             result = self._run(checkpoint_dir, spark, progress, timeout, log_file, until, fresh, on_notice,
                                from_savepoint, allow_non_restored_state, spark_ui)
         except BaseException:
@@ -153,6 +151,14 @@ class Job(JobDescription):
             server.stop()
         metrics.finish("FINISHED" if result.completed else "CANCELED")
         return result
+
+    def _cluster_session(self, spark: Any, master: str | None, spark_ui: bool, log_file: Any) -> Any:
+        """The session on ``master`` when one is asked for and none is given (else ``spark``)."""
+        if master is None or spark is not None:
+            return spark
+        from sparkstate.runtime.spark_session import get_spark
+
+        return get_spark(master=master, ui=spark_ui, parallelism=self.settings.parallelism, log_file=log_file)
 
     def _shown_settings(self) -> dict[str, Any]:
         """The settings the dashboard shows."""

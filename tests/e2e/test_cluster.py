@@ -2,7 +2,8 @@
 workers on this machine, each executor a JVM and Python workers of its own): seed jobs give
 the rows they give on the harness (so in local mode), an executor or a whole worker killed in
 the middle of a batch changes no row, and a killed driver's next run resumes from the
-checkpoint, which a savepoint then carries to local mode with another partition count.
+checkpoint, whose savepoint carries the state to local mode with another partition count and
+back.
 
 Every run is ``sparkstate run --master spark://...`` in its own process, as a user types it;
 the reference is the same job on the in-process harness, in the micro-batches Spark reads."""
@@ -109,12 +110,16 @@ def expected(name: str, events: int, max_batch: int) -> list[dict]:
     return harness_like_spark(job, max_batch)
 
 
-def test_seed_jobs_on_the_cluster_give_the_harness_rows(cluster, tmp_path) -> None:
-    """Value state, a window and event-time timers, one driver process for the three."""
+def test_seed_jobs_and_the_behaviour_cases_on_the_cluster_give_the_harness_rows(cluster, tmp_path) -> None:
+    """Value state, a window and event-time timers (seed jobs), and behavioural cases of each
+    family (checked in the driver against the harness), one driver process for all."""
     names = ["running-sum", "upi-per-minute", "rate-limit"]
-    done = subprocess.run([sys.executable, str(Path(__file__).with_name("cluster_jobs.py")), cluster.master, *names],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, str(Path(__file__).with_name("cluster_jobs.py")), cluster.master, *names,
+                           "cases"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
+    from cluster_jobs import CASES
+
+    assert all(f"case {name}: " in done.stdout for name in CASES), done.stdout
     for name in names:
         rows = epoch_ms(committed_rows(tmp_path / name / "output"))
         assert rows, name
@@ -154,33 +159,59 @@ def test_a_killed_executor_and_a_killed_worker_change_no_row(cluster, tmp_path) 
           f"rows compared: {len(rows):,}, all equal to the harness's")
 
 
-def test_a_killed_driver_resumes_and_a_savepoint_moves_to_local_mode(cluster, tmp_path) -> None:
+def test_a_killed_driver_resumes_and_savepoints_move_state_to_local_mode_and_back(cluster, tmp_path) -> None:
     """The driver killed (its whole process group) after batch 1: the next run on the cluster
-    resumes from the checkpoint; stopped there by its timeout, a savepoint of it restores in
-    local mode with 3 partitions instead of 2, which finishes the input."""
-    args = ["run", "running-sum", "--events", "100000", "--merchants", "500", "--max-batch", "20000", *FLAGS]
-    cluster_run = [*args, "--master", cluster.master, "--checkpoint", str(tmp_path / "ckpt"),
-                   "--sink", f"parquet:{tmp_path / 'out'}"]
+    resumes from the checkpoint, and is stopped with Ctrl-C after batch 3. A savepoint of it
+    restores in local mode with 3 partitions instead of 2 (the key groups move between
+    tasks), which is stopped after a batch; a savepoint of that restores on the cluster with 2,
+    which finishes the input. The three outputs together hold the harness's rows."""
+    args = ["run", "running-sum", "--events", "140000", "--merchants", "500", "--max-batch", "20000", *FLAGS]
+    on_cluster = [*args, "--master", cluster.master]
 
-    def on_line(line: str, proc) -> None:
-        if line.startswith("batch 1 |"):
-            os.killpg(proc.pid, signal.SIGKILL)
+    def kill_after(batch: str, sig: int):
+        def on_line(line: str, proc) -> None:
+            if line.startswith(batch):
+                os.killpg(proc.pid, sig)
+        return on_line
 
-    killed = run(tmp_path, *cluster_run, on_line=on_line)
+    first = [*on_cluster, "--checkpoint", str(tmp_path / "ckpt"), "--sink", f"parquet:{tmp_path / 'out'}"]
+    killed = run(tmp_path, *first, on_line=kill_after("batch 1 |", signal.SIGKILL))
     assert killed.returncode == -signal.SIGKILL
-
-    def stop(line: str, proc) -> None:  # Ctrl-C: the run stops after a committed batch
-        if line.startswith("batch 3 |"):
-            os.killpg(proc.pid, signal.SIGINT)
-
-    resumed = run(tmp_path, *cluster_run, on_line=stop)
+    # Ctrl-C: the run stops after a committed batch
+    resumed = run(tmp_path, *first, on_line=kill_after("batch 3 |", signal.SIGINT))
     assert resumed.returncode in (0, 130), resumed.stdout[-3000:]
     assert "batch 0 |" not in resumed.stdout  # it resumed after the killed run's batches
-    saved = run(tmp_path, "savepoint", "running-sum", "--checkpoint", str(tmp_path / "ckpt"),
-                "--target", str(tmp_path / "sp"))
-    assert saved.returncode == 0, saved.stdout[-3000:]
+
+    def savepoint(checkpoint: str, target: str) -> None:
+        saved = run(tmp_path, "savepoint", "running-sum", "--checkpoint", str(tmp_path / checkpoint),
+                    "--target", str(tmp_path / target))
+        assert saved.returncode == 0, saved.stdout[-3000:]
+
+    savepoint("ckpt", "sp")
     local = run(tmp_path, *args, "--checkpoint", str(tmp_path / "ckpt-local"), "--from-savepoint", str(tmp_path / "sp"),
-                "--partitions", "3", "--sink", f"parquet:{tmp_path / 'out-local'}")
-    assert local.returncode == 0, local.stdout[-3000:]
-    rows = committed_rows(tmp_path / "out") + committed_rows(tmp_path / "out-local")
-    same_rows(rows, expected("running-sum", 100_000, 20_000))
+                "--partitions", "3", "--sink", f"parquet:{tmp_path / 'out-local'}", on_line=kill_after("batch ", signal.SIGINT))
+    assert local.returncode in (0, 130), local.stdout[-3000:]
+    savepoint("ckpt-local", "sp-back")
+    back = run(tmp_path, *on_cluster, "--checkpoint", str(tmp_path / "ckpt-back"), "--from-savepoint",
+               str(tmp_path / "sp-back"), "--partitions", "2", "--sink", f"parquet:{tmp_path / 'out-back'}")
+    assert back.returncode == 0, back.stdout[-3000:]
+    rows = [row for out in ("out", "out-local", "out-back") for row in committed_rows(tmp_path / out)]
+    same_rows(rows, expected("running-sum", 140_000, 20_000))
+
+
+def test_a_pipeline_file_into_postgresql_on_the_cluster(cluster, tmp_path, postgres_db) -> None:
+    """The README's pipeline file, `sparkstate run examples/pipeline.py --master ...`, into a
+    table of a real PostgreSQL server (the executors' rows, written in one transaction per batch
+    by the driver)."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from sparkstate.runtime.pipeline_file import load_pipeline
+
+    done = run(tmp_path, "run", str(ROOT / "examples" / "pipeline.py"), "--master", cluster.master,
+               "--sink", f"{postgres_db}?table=sums", *FLAGS)
+    assert done.returncode == 0, done.stdout[-3000:]
+    with psycopg.connect(postgres_db, row_factory=dict_row) as conn:
+        rows = conn.execute("SELECT merchant_id, count, total FROM sums").fetchall()
+    job = load_pipeline(str(ROOT / "examples" / "pipeline.py"))
+    same_rows(rows, harness_like_spark(job, job.source_spec.max_batch))
