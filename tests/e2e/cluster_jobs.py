@@ -4,9 +4,9 @@
 A NAME of a seed job runs it on its generator, with its checkpoint and Parquet output under
 ``NAME/`` of the working folder (relative paths: the driver's, which the executors, working in
 their workers' folders, must not take for theirs); the test compares the output. ``cases``
-runs behavioural cases (``tests/behaviour_cases.py``) of each family (map state, event-time
-timers, processing-time and event-time timers together, broadcast state, two keyed inputs
-with timers) and checks their rows against the harness's here; the other cases differ from
+runs behavioural cases (``tests/behaviour_cases.py``) of each family (map state,
+processing-time and event-time timers together, broadcast state, two keyed inputs with
+timers; event-time timers alone: the rate-limit seed job) and checks their rows against the harness's here; the other cases differ from
 these in the function only, which runs the same on a cluster's executors."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from sparkstate.jobs import JOBS  # noqa: E402
 cloudpickle.register_pickle_by_value(behaviour_cases)
 
 EVENTS, MAX_BATCH = 40_000, 20_000
-CASES = ["map", "event-timers", "both-domains", "broadcast-rules", "co-process-timers"]
+CASES = ["map", "both-domains", "broadcast-rules", "co-process-timers"]
 FAST = {"trigger_interval": "200 milliseconds"}
 
 

@@ -111,9 +111,10 @@ def expected(name: str, events: int, max_batch: int) -> list[dict]:
 
 
 def test_seed_jobs_and_the_behaviour_cases_on_the_cluster_give_the_harness_rows(cluster, tmp_path) -> None:
-    """Value state, a window and event-time timers (seed jobs), and behavioural cases of each
-    family (checked in the driver against the harness), one driver process for all."""
-    names = ["running-sum", "upi-per-minute", "rate-limit"]
+    """A window and event-time timers (seed jobs; value state: the faults' test), and
+    behavioural cases of each family (checked in the driver against the harness), one driver
+    process for all."""
+    names = ["upi-per-minute", "rate-limit"]  # running-sum: in the faults' test
     done = subprocess.run([sys.executable, str(Path(__file__).with_name("cluster_jobs.py")), cluster.master, *names,
                            "cases"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -126,9 +127,23 @@ def test_seed_jobs_and_the_behaviour_cases_on_the_cluster_give_the_harness_rows(
         same_rows(rows, expected(name, 40_000, 20_000))
 
 
-def test_a_killed_executor_and_a_killed_worker_change_no_row(cluster, tmp_path) -> None:
-    """SIGKILL an executor while batch 2 runs, and a whole worker (its executor with it) while
-    batch 5 runs: Spark runs their tasks again elsewhere, and the batch completes."""
+def test_killed_executor_worker_and_driver_change_no_row_and_savepoints_move_state_to_local_mode_and_back(
+        cluster, tmp_path) -> None:
+    """One job through every fault, and through a rescale:
+
+    * an executor is killed with SIGKILL while batch 1 runs, and a whole worker (its executor
+      with it) while batch 3 runs: Spark runs their tasks again elsewhere, and the batch completes;
+    * the driver is killed (its whole process group) after batch 4: the next run on the cluster
+      resumes from the checkpoint, and is stopped with Ctrl-C after a batch;
+    * a savepoint of it restores in local mode with 3 partitions instead of 2 (the key groups
+      move between tasks), which is stopped after a batch; a savepoint of that restores on the
+      cluster with 2, which finishes the input.
+
+    The four outputs together hold the harness's rows, each once."""
+    events = 180_000  # 9 batches: 5 in the first run, at least one in each of the others
+    args = ["run", "running-sum", "--events", str(events), "--merchants", "500", "--max-batch", "20000", *FLAGS]
+    on_cluster = [*args, "--master", cluster.master]
+    first = [*on_cluster, "--checkpoint", str(tmp_path / "ckpt"), "--sink", f"parquet:{tmp_path / 'out'}"]
     kills: list[str] = []
 
     def kill(what: str) -> None:
@@ -137,48 +152,28 @@ def test_a_killed_executor_and_a_killed_worker_change_no_row(cluster, tmp_path) 
             os.kill(pids[0], signal.SIGKILL)
             kills.append(f"{what} {pids[0]}")
 
-    def on_line(line: str, proc) -> None:
-        if line.startswith("batch 1 |"):
-            threading.Timer(0.5, kill, ("executor",)).start()  # batch 2 is running by then
-        elif line.startswith("batch 4 |"):
+    def faults(line: str, proc) -> None:
+        if line.startswith("batch 0 |"):
+            threading.Timer(0.5, kill, ("executor",)).start()  # batch 1 is running by then
+        elif line.startswith("batch 2 |"):
             threading.Timer(0.5, kill, ("worker",)).start()
+        elif line.startswith("batch 4 |"):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    def stop_after_a_batch(line: str, proc) -> None:
+        if line.startswith("batch "):
+            os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the run stops after a committed batch
 
     try:
-        done = run(tmp_path, "run", "running-sum", "--events", "160000", "--merchants", "500", "--max-batch", "20000",
-                   "--master", cluster.master, "--checkpoint", str(tmp_path / "ckpt"),
-                   "--sink", f"parquet:{tmp_path / 'out'}", *FLAGS, on_line=on_line, timeout=420)
+        killed = run(tmp_path, *first, on_line=faults, timeout=420)
     finally:
-        cluster.script("start")  # the killed worker again, for the tests after this one
-    assert done.returncode == 0, done.stdout[-3000:]
+        cluster.script("start")  # the killed worker again
+    assert killed.returncode == -signal.SIGKILL, killed.stdout[-3000:]
     assert len(kills) == 2, kills
-    rows = committed_rows(tmp_path / "out")
-    same_rows(rows, expected("running-sum", 160_000, 20_000))
     # the driver's log: the tasks Spark lost with the executors, and ran again
     log = (tmp_path / ".sparkstate" / "running-sum" / "spark.log").read_text(errors="replace")
-    print(f"\nkills: {kills}; executors lost: {log.count('Lost executor')}, tasks lost: {log.count('Lost task')}; "
-          f"rows compared: {len(rows):,}, all equal to the harness's")
-
-
-def test_a_killed_driver_resumes_and_savepoints_move_state_to_local_mode_and_back(cluster, tmp_path) -> None:
-    """The driver killed (its whole process group) after batch 1: the next run on the cluster
-    resumes from the checkpoint, and is stopped with Ctrl-C after batch 3. A savepoint of it
-    restores in local mode with 3 partitions instead of 2 (the key groups move between
-    tasks), which is stopped after a batch; a savepoint of that restores on the cluster with 2,
-    which finishes the input. The three outputs together hold the harness's rows."""
-    args = ["run", "running-sum", "--events", "140000", "--merchants", "500", "--max-batch", "20000", *FLAGS]
-    on_cluster = [*args, "--master", cluster.master]
-
-    def kill_after(batch: str, sig: int):
-        def on_line(line: str, proc) -> None:
-            if line.startswith(batch):
-                os.killpg(proc.pid, sig)
-        return on_line
-
-    first = [*on_cluster, "--checkpoint", str(tmp_path / "ckpt"), "--sink", f"parquet:{tmp_path / 'out'}"]
-    killed = run(tmp_path, *first, on_line=kill_after("batch 1 |", signal.SIGKILL))
-    assert killed.returncode == -signal.SIGKILL
-    # Ctrl-C: the run stops after a committed batch
-    resumed = run(tmp_path, *first, on_line=kill_after("batch 3 |", signal.SIGINT))
+    lost = f"executors lost: {log.count('Lost executor')}, tasks lost: {log.count('Lost task')}"
+    resumed = run(tmp_path, *first, on_line=stop_after_a_batch)
     assert resumed.returncode in (0, 130), resumed.stdout[-3000:]
     assert "batch 0 |" not in resumed.stdout  # it resumed after the killed run's batches
 
@@ -189,14 +184,17 @@ def test_a_killed_driver_resumes_and_savepoints_move_state_to_local_mode_and_bac
 
     savepoint("ckpt", "sp")
     local = run(tmp_path, *args, "--checkpoint", str(tmp_path / "ckpt-local"), "--from-savepoint", str(tmp_path / "sp"),
-                "--partitions", "3", "--sink", f"parquet:{tmp_path / 'out-local'}", on_line=kill_after("batch ", signal.SIGINT))
+                "--partitions", "3", "--sink", f"parquet:{tmp_path / 'out-local'}", on_line=stop_after_a_batch)
     assert local.returncode in (0, 130), local.stdout[-3000:]
     savepoint("ckpt-local", "sp-back")
     back = run(tmp_path, *on_cluster, "--checkpoint", str(tmp_path / "ckpt-back"), "--from-savepoint",
                str(tmp_path / "sp-back"), "--partitions", "2", "--sink", f"parquet:{tmp_path / 'out-back'}")
     assert back.returncode == 0, back.stdout[-3000:]
-    rows = [row for out in ("out", "out-local", "out-back") for row in committed_rows(tmp_path / out)]
-    same_rows(rows, expected("running-sum", 140_000, 20_000))
+    outputs = {out: committed_rows(tmp_path / out) for out in ("out", "out-local", "out-back")}
+    assert all(outputs.values()), {out: len(rows) for out, rows in outputs.items()}
+    rows = [row for found in outputs.values() for row in found]
+    same_rows(rows, expected("running-sum", events, 20_000))
+    print(f"\nkills: {kills} and the driver; {lost}; rows compared: {len(rows):,}, all equal to the harness's")
 
 
 def test_a_pipeline_file_into_postgresql_on_the_cluster(cluster, tmp_path, postgres_db) -> None:
