@@ -3,12 +3,19 @@ and one real PostgreSQL server for the database sinks."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+from spark_helpers import TESTS_JIT  # noqa: E402
+
+# the JIT flag of the tests' Spark JVMs (see spark_helpers.TESTS_JIT)
+if TESTS_JIT not in os.environ.get("SPARK_SUBMIT_OPTS", ""):
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {TESTS_JIT}".strip()
 
 import behaviour_cases  # noqa: E402
 from pyspark import cloudpickle  # noqa: E402

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from spark_helpers import committed_rows, harness_like_spark, same_rows
+from spark_helpers import TESTS_JIT, committed_rows, harness_like_spark, same_rows
 
 from sparkstate.jobs import JOBS
 
@@ -66,8 +66,9 @@ class Cluster:
 def cluster(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cluster")
     port = _free_port()
+    # the master's, workers' and executors' JVMs: C1 only, as the driver's (tests/conftest.py)
     env = {**os.environ, "SPARKSTATE_MASTER_PORT": str(port), "SPARKSTATE_MASTER_UI_PORT": str(_free_port()),
-           "PYTHON": sys.executable}
+           "PYTHON": sys.executable, "JAVA_TOOL_OPTIONS": TESTS_JIT}
     c = Cluster(f"spark://127.0.0.1:{port}", folder, env)
     try:
         assert c.script("start").strip() == c.master
