@@ -6,8 +6,9 @@ A NAME of a seed job runs it on its generator, with its checkpoint and Parquet o
 their workers' folders, must not take for theirs); the test compares the output. ``cases``
 runs behavioural cases (``tests/behaviour_cases.py``) of each family (map state,
 processing-time and event-time timers together, broadcast state, two keyed inputs with
-timers; event-time timers alone: the rate-limit seed job) and checks their rows against the harness's here; the other cases differ from
-these in the function only, which runs the same on a cluster's executors."""
+timers; event-time timers alone: the rate-limit seed job) and checks their rows against the
+harness's here; the other cases differ from these in the function only, which runs the same on
+a cluster's executors."""
 
 from __future__ import annotations
 
