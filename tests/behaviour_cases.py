@@ -567,3 +567,15 @@ def per_key(rows: list[dict], key: tuple[str, ...] = ("k",)) -> dict[Any, list[d
     for r in rows:
         out.setdefault(tuple(r[c] for c in key), []).append(r)
     return out
+
+
+def assert_harness_rows(case: Case, rows: list[dict]) -> list[dict]:
+    """Assert that ``rows``, a run of ``case`` on Spark, are the harness's: the same rows, in the
+    same order within each key, and the case's own expected rows where it lists them. Returns
+    the harness's rows."""
+    expected = run_on_harness(case)
+    assert canonical(rows) == canonical(expected), case.name
+    assert per_key(rows, case.out_key) == per_key(expected, case.out_key), case.name  # order within a key
+    if case.expected is not None:
+        assert canonical(rows) == canonical(case.expected), case.name
+    return expected
