@@ -103,7 +103,9 @@ def test_files_of_json_lines_run_exactly_once_across_runs(spark, checkpoint, tmp
     # one file per micro-batch, oldest first: a batch's files may be read in any order
     source = FileSource(str(folder), UpiPayments.schema_ddl, time_column="event_time", max_files_per_trigger=1)
     job, sink, dead = running_sum(source, "hashmap")
-    result = job.run(checkpoint_dir=checkpoint, spark=spark, timeout=180, until=lambda r: r.events >= 7)
+    # a file's records: its lines but the blank one
+    result = job.run(checkpoint_dir=checkpoint, spark=spark, timeout=180, until=lambda r: r.events >= 6)
+    assert result.events == 6
     assert per_key(totals(sink)) == {"m1": [("m1", 1, 5.0), ("m1", 2, 7.5)], "m2": [("m2", 1, 1.5)]}
     assert dead.rows() == [{"raw": raw, "reason": reason} for raw, reason in BAD]
     assert result.side_outputs == {"dead_letters": 3}
@@ -151,3 +153,28 @@ def test_a_batch_of_several_files_reaches_each_key_in_the_files_order(spark, che
         assert len(result.progress) >= 2, name  # several files in each batch
         got = {k: [(c, t) for _, c, t in rows] for k, rows in per_key(totals(sink)).items()}
         assert got == model, name
+
+
+def test_files_lines_end_as_sparks_text_source_ends_them_and_bytes_not_utf8_stop_nothing(spark, checkpoint, tmp_path):
+    """Line breaks ``\n``, ``\r\n`` and ``\r`` (Spark's text source, Hadoop's line reader),
+    a line of bytes that are not UTF-8 (read with U+FFFD in their place), blank lines (no
+    record) and no line break at the end; and a file of 100,000 lines after it."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    lines = [json.dumps({"merchant_id": f"m{i % 3}", "amount": 1.0}).encode() for i in range(6)]
+    odd = b'{"merchant_id": "m\xff", "amount": 2.0}'
+    (tmp_path / "a.json").write_bytes(lines[0] + b"\r\n" + lines[1] + b"\r" + lines[2] + b"\n\n\r\n" + odd + b"\r\n"
+                                      + lines[3] + b"\n" + lines[4] + b"\r" + lines[5])
+    big = b"".join(json.dumps({"merchant_id": f"b{i % 7}", "amount": 0.5}).encode() + b"\n" for i in range(100_000))
+    (tmp_path / "b.json").write_bytes(big)
+    for i, name in enumerate(["a.json", "b.json"]):
+        os.utime(tmp_path / name, (1_700_000_000 + i, 1_700_000_000 + i))
+        (tmp_path / name).rename(folder / name)
+    job, sink, dead = running_sum(FileSource(str(folder), UpiPayments.schema_ddl, max_files_per_trigger=1))
+    result = job.run(checkpoint_dir=checkpoint, spark=spark, timeout=180, until=lambda r: r.events >= 100_007)
+    assert result.events == 100_007 and dead.rows() == []
+    last = {r["merchant_id"]: (r["count"], r["total"]) for r in sink.rows()}
+    assert {k: v for k, v in last.items() if not k.startswith("b")} == {
+        "m0": (2, 2.0), "m1": (2, 2.0), "m2": (2, 2.0), "m\ufffd": (1, 2.0)
+    }
+    assert sum(count for k, (count, _) in last.items() if k.startswith("b")) == 100_000

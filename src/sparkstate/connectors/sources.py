@@ -326,7 +326,10 @@ class FileSource(TextLines):
 
     Spark's file stream source logs the files of every micro-batch in the checkpoint, so a
     batch that failed reads the same files again: **exactly-once**, provided a file is complete
-    when it appears (write it elsewhere and move it in) and is never changed afterwards.
+    when it appears (write it elsewhere and move it in) and is never changed afterwards. Each
+    file is read whole by one task of its micro-batch, in Python; a line ends at ``\n``,
+    ``\r\n`` or ``\r`` as in Spark's text source, and a batch's records are its files'
+    lines but the blank ones.
 
     Example::
 

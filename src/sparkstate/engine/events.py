@@ -345,20 +345,37 @@ class Packer:
     def pack_lines(self, parser: Any, batches: Iterable[pa.RecordBatch], part: int) -> Iterator[pa.RecordBatch]:
         """Batches of text lines (first column) parsed by ``parser`` (a ``LineParser``) and
         packed; the lines that are not events follow their batch as a dead-letter row."""
-        seq = 0
-        for batch in batches:
-            batch, now = take_now(batch)
-            for piece, order in by_file(batch):
-                lines = piece.column(0)
-                events = parser.parse_column(lines)  # every line an event, read without Python strings
-                if events is not None:
-                    dead, raws = [], _Lines(lines)
-                else:
-                    events, dead, raws = parser.parse(lines.to_pylist(), with_raw=True)
-                packed = self.pack(events, part, seq, now, raws, dead, order)
-                seq += 1
-                if packed is not None:
-                    yield packed
+
+        def texts() -> Iterator[tuple[pa.Array, int | None, bytes | None]]:
+            for batch in batches:
+                batch, now = take_now(batch)
+                for piece, order in by_file(batch):
+                    yield piece.column(0), now, order
+
+        return self.pack_texts(parser, texts(), part)
+
+    def pack_texts(
+        self, parser: Any, texts: Iterable[tuple[pa.Array, int | None, bytes | None]], part: int,
+    ) -> Iterator[pa.RecordBatch]:
+        """``(lines, now, order)`` pieces packed one at a time (:meth:`pack_text`)."""
+        for seq, (lines, now, order) in enumerate(texts):
+            packed, _ = self.pack_text(parser, lines, part, seq, now, order)
+            if packed is not None:
+                yield packed
+
+    def pack_text(
+        self, parser: Any, lines: pa.Array, part: int, seq: int, now: int | None = None, order: bytes | None = None,
+    ) -> tuple[pa.RecordBatch | None, int]:
+        """Lines (an Arrow string array) parsed by ``parser`` (a ``LineParser``) and packed, the
+        lines that are not events following as a dead-letter row; and how many records the
+        lines held (events and dead letters: every line but the blank ones). ``now`` is the
+        batch's processing time, ``order`` the lines' :func:`file_order` key (or None)."""
+        events = parser.parse_column(lines)  # every line an event, read without Python strings
+        if events is not None:
+            dead, raws = [], _Lines(lines)
+        else:
+            events, dead, raws = parser.parse(lines.to_pylist(), with_raw=True)
+        return self.pack(events, part, seq, now, raws, dead, order), events.num_rows + len(dead)
 
 
 class _Lines(Sequence[str]):

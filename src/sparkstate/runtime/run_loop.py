@@ -62,6 +62,9 @@ def _progress_dicts(query: Any) -> list[dict]:
     out = []
     for p in query.recentProgress:
         if isinstance(p, dict):
+            observed = p.get("observedMetrics")
+            if observed:  # pyspark gives each as a Row: plain data, as the rest
+                p = {**p, "observedMetrics": {k: v.asDict() if hasattr(v, "asDict") else v for k, v in observed.items()}}
             out.append(p)
         else:
             out.append(json.loads(p.json))

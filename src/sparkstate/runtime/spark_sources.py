@@ -4,8 +4,8 @@ Spark records each micro-batch's offset range in the checkpoint's offset log bef
 it. The generator and list sources produce a range's rows as a pure function of the range, so
 a batch replayed after a crash reads exactly the rows it read the first time (exactly-once).
 The socket source cannot: it holds the lines it received in memory until their batch is
-committed (at-most-once). Files are read by Spark's own file stream source, which logs each
-batch's files in the checkpoint (exactly-once).
+committed (at-most-once). Files are listed by Spark's own file stream source, which logs each
+batch's files in the checkpoint (exactly-once), and read by the packing step.
 
 Each kind of source spec has one Spark binding here, a :class:`SparkSource` that
 :func:`spark_source` finds by the spec's type: its raw events, and the job's input packed. A
@@ -25,16 +25,18 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from sparkstate.api.io import SourceSpec, check_source_columns
 from sparkstate.api.schema import Schema
 from sparkstate.api.time import epoch_micros
+from sparkstate.connectors.files import BLOCK_BYTES, blocks_of, lines_of, local_path, reads_locally
 from sparkstate.connectors.generator import GENERATORS, Generator
 from sparkstate.connectors.sources import (
     DEFAULT_MAX_BUFFER,
@@ -44,7 +46,16 @@ from sparkstate.connectors.sources import (
     ListSource,
     SocketSource,
 )
-from sparkstate.engine.events import END_OF_INPUT_MS, FILE_COLUMNS, NOW_COLUMN, PACKED_SCHEMA, Packer, end_of_input_row
+from sparkstate.engine.events import (
+    END_OF_INPUT_MS,
+    FILE_COLUMNS,
+    NOW_COLUMN,
+    PACKED_SCHEMA,
+    Packer,
+    end_of_input_row,
+    file_order,
+    take_now,
+)
 from sparkstate.errors import JobDefinitionError, SourceError
 
 GENERATOR_FORMAT = "sparkstate_generator"
@@ -174,23 +185,60 @@ def resumes(source: SourceSpec, start: dict | None) -> dict | None:
 
 def make_packer(
     key_columns: Sequence[str], key_groups: int, time_column: str | None,
-    timestamp_assigner: Callable[[dict], Any] | None = None, parser: Any = None, max_ahead_ms: int | None = None,
+    timestamp_assigner: Callable[[dict], Any] | None = None, max_ahead_ms: int | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function given to ``mapInArrow`` (the partition id comes from Spark's TaskContext).
+    """The ``mapInArrow`` function that packs a DataFrame's events. With ``max_ahead_ms``
+    its input carries the batch's processing time (:func:`with_now`)."""
+    return in_task(Packer(key_columns, key_groups, time_column, timestamp_assigner, max_ahead_ms).pack_all)
 
-    With ``parser`` (a ``LineParser``) its input is text lines, parsed on the way. With
-    ``max_ahead_ms`` its input carries the batch's processing time (:func:`with_now`).
-    """
-    packer = Packer(key_columns, key_groups, time_column, timestamp_assigner, max_ahead_ms)
 
-    def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def in_task(
+    pack: Callable[[Iterator[pa.RecordBatch], int], Iterator[pa.RecordBatch]],
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """``pack(batches, partition)`` as a function for ``mapInArrow``: the partition id comes
+    from Spark's TaskContext."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        part = ctx.partitionId() if ctx else 0
-        yield from packer.pack_all(batches, part) if parser is None else packer.pack_lines(parser, batches, part)
+        yield from pack(batches, ctx.partitionId() if ctx else 0)
 
-    return pack
+    return run
+
+
+_RECORDS = "records"
+
+
+def file_records_metric(source: FileSource) -> str:
+    """The observed metric (``observedMetrics`` in a batch's progress) that counts the records
+    a FileSource's batch read, where Spark's own count is of files (by directory: the two
+    inputs of a job may both read files)."""
+    return f"sparkstate_records {source.path}"
+
+
+#: the columns of Spark's binary-file source a FileSource reads: each file's name, its
+#: modification time (the files' order in a batch) and, for a file Python cannot open, its bytes
+FILE_ROWS_SCHEMA = "path string, modificationTime timestamp, length bigint, content binary"
+
+
+def file_texts(
+    batches: Iterable[pa.RecordBatch], block_bytes: int = BLOCK_BYTES,
+) -> Iterator[tuple[pa.Array, int | None, bytes | None]]:
+    """The lines of the files a FileSource's batch lists (rows of :data:`FILE_ROWS_SCHEMA`,
+    maybe without ``content``, and :data:`NOW_COLUMN`), read block by block
+    (``sparkstate.connectors.files``): ``(lines, now, order)`` pieces for :meth:`Packer.pack_texts`,
+    each block ordered by its file's modification time, path and offset."""
+    for batch in batches:
+        batch, now = take_now(batch)
+        names = batch.schema.names
+        paths = batch.column(names.index("path")).to_pylist()
+        mtimes = batch.column(names.index("modificationTime")).cast(pa.int64()).to_pylist()  # epoch us
+        contents = batch.column(names.index("content")) if "content" in names else None
+        for i, path in enumerate(paths):
+            content = contents[i].as_buffer() if contents is not None else None
+            for start, block in blocks_of(path, content, block_bytes):
+                yield lines_of(block), now, file_order(path, (mtimes[i] or 0) // 1000, start)
 
 
 def with_now(df: Any, job: Any) -> Any:
@@ -655,26 +703,32 @@ class _List(_PacksItself):
 
 
 class _Lines(_Binding):
-    """Text sources: a ``value`` column of lines, parsed into events while packing (the job's
-    only read of the source: a socket's lines are read once)."""
+    """Text sources: lines parsed into events while packing (the job's only read of the
+    source: a socket's lines are read once)."""
 
     def packed(self, spark: Any, job: Any, marker: bool, scratch_dir: str | None, start: dict | None = None) -> Any:
         assigner = job.watermark.timestamp_assigner if job.watermark else None
-        lines = with_now(self._lines(self._skip_read(self.raw(spark, scratch_dir), resumes(self.spec, start))), job)
+        rows = with_now(self._lines(self._skip_read(self.raw(spark, scratch_dir), resumes(self.spec, start))), job)
         # with a timestamp assigner, event time is the function's business, not a column's
         parser = self.spec.parser(job.key_columns, None if assigner else job.timestamp_column)
-        packer = make_packer(
-            job.key_columns, job.settings.key_groups, job.timestamp_column, assigner, parser,
-            job.settings.max_event_time_ahead,
-        )
-        return lines.mapInArrow(packer, PACKED_SCHEMA)
+        packer = Packer(job.key_columns, job.settings.key_groups, job.timestamp_column, assigner,
+                        job.settings.max_event_time_ahead)
+        return rows.mapInArrow(self._packing(packer, parser), self._OUTPUT)
+
+    #: the packing step's output
+    _OUTPUT = PACKED_SCHEMA
+
+    @staticmethod
+    def _packing(packer: Packer, parser: Any) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+        """The packing step's function: here its input is a column of lines."""
+        return in_task(lambda batches, part: packer.pack_lines(parser, batches, part))
 
     def _skip_read(self, df: Any, start: dict | None) -> Any:
         """A socket cannot be read again: a restored run reads what the server sends next."""
         return df
 
     def _lines(self, df: Any) -> Any:
-        """The columns the packing step takes: the lines (and where they come from, see files)."""
+        """The columns the packing step takes: here the lines."""
         return df.select("value")
 
     def restore_promise(self) -> str:
@@ -700,22 +754,26 @@ class _Socket(_Lines):
 @spark_source.register(FileSource)
 @dataclass(frozen=True)
 class _Files(_Lines):
+    """Spark lists the files and logs each batch's in the checkpoint; the packing step reads
+    them (``sparkstate.connectors.files``), and orders a batch's by modification time, then
+    path, each file's lines in order (see ``sparkstate.engine.events``)."""
+
     spec: FileSource
 
     def _read(self, spark: Any, scratch_dir: str | None, options: dict[str, str]) -> Any:
         source = self.spec
-        if "://" not in source.path and not os.path.isdir(source.path):
+        if reads_locally(source.path) and not os.path.isdir(local_path(source.path) or ""):
             raise JobDefinitionError(
                 f"FileSource: directory {source.path!r} does not exist; create it (its files are read as they appear)"
             )
-        reader = spark.readStream
+        reader = spark.readStream.format("binaryFile").schema(FILE_ROWS_SCHEMA)
         if source.max_files_per_trigger is not None:
             reader = reader.option("maxFilesPerTrigger", source.max_files_per_trigger)
-        return reader.text(source.path)
+        return reader.load(source.path)
 
     def _skip_read(self, df: Any, start: dict | None) -> Any:
-        """A restored run reads only the files the savepoint's batch had not read (Spark's
-        file source reads a file whole in one batch, so a file was read or it was not)."""
+        """A restored run reads only the files the savepoint's batch had not read (a file is
+        read whole in one batch, so a file was read or it was not)."""
         done = (start or {}).get("source_files")
         if not done:
             return df
@@ -724,12 +782,38 @@ class _Files(_Lines):
         return df.where(~F.input_file_name().isin(list(done)))
 
     def _lines(self, df: Any) -> Any:
-        # each line's file: the packing step orders a batch's files (see sparkstate.engine.events)
-        return with_file_columns(df, ["value"])
+        # a file Python can open is read by the packing step; another file system's comes with its bytes
+        columns = ["path", "modificationTime", *([] if reads_locally(self.spec.path) else ["content"])]
+        return df.select(*columns)
+
+    def packed(self, spark: Any, job: Any, marker: bool, scratch_dir: str | None, start: dict | None = None) -> Any:
+        # Spark counts the files of a batch: the packing step counts their records (lines but
+        # the blank ones), which Spark reports among the batch's observed metrics
+        from pyspark.sql import functions as F
+
+        rows = super().packed(spark, job, marker, scratch_dir, start)
+        return rows.observe(file_records_metric(self.spec), F.sum(_RECORDS).alias(_RECORDS)).drop(_RECORDS)
+
+    _OUTPUT = f"{PACKED_SCHEMA}, {_RECORDS} bigint"
+
+    @staticmethod
+    def _packing(packer: Packer, parser: Any) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+        """The packing step's function: its input is the batch's files, which it reads; each
+        packed piece's first row carries the piece's records."""
+
+        def pack(batches: Iterator[pa.RecordBatch], part: int) -> Iterator[pa.RecordBatch]:
+            for seq, (lines, now, order) in enumerate(file_texts(batches)):
+                packed, records = packer.pack_text(parser, lines, part, seq, now, order)
+                if packed is not None:
+                    counts = np.zeros(packed.num_rows, dtype=np.int64)
+                    counts[0] = records
+                    yield packed.append_column(_RECORDS, pa.array(counts))
+
+        return in_task(pack)
 
     def restore_promise(self) -> str:
         return ("skips the files the savepoint's batch had read and reads every other file once "
-                "(Spark reads a file whole in one batch; a file changed after it was read is not read again)")
+                "(a file is read whole in one batch; a file changed after it was read is not read again)")
 
 
 @spark_source.register(DataFrameSource)
@@ -881,6 +965,10 @@ def batch_events(source: Any, progress: dict, first: int = 0) -> int:
     unioned after it, are the second). ``first`` is where a new checkpoint's first batch
     starts (Spark reports no start offset for it): a restored run's savepoint offset."""
     sources = progress.get("sources") or []
+    if isinstance(source, FileSource):
+        observed = (progress.get("observedMetrics") or {}).get(file_records_metric(source))
+        if observed is not None:
+            return int(observed.get(_RECORDS) or 0)
     records = kafka_records(sources[0]) if sources else None
     if records is not None:
         return records
