@@ -4,6 +4,7 @@ and a second run resuming from the first one's checkpoint."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import time
@@ -158,7 +159,7 @@ def test_a_batch_of_several_files_reaches_each_key_in_the_files_order(spark, che
 def test_files_lines_end_as_sparks_text_source_ends_them_and_bytes_not_utf8_stop_nothing(spark, checkpoint, tmp_path):
     """Line breaks ``\n``, ``\r\n`` and ``\r`` (Spark's text source, Hadoop's line reader),
     a line of bytes that are not UTF-8 (read with U+FFFD in their place), blank lines (no
-    record) and no line break at the end; and a file of 100,000 lines after it."""
+    record) and no line break at the end; then a file of 100,000 lines and a gzipped one."""
     folder = tmp_path / "in"
     folder.mkdir()
     lines = [json.dumps({"merchant_id": f"m{i % 3}", "amount": 1.0}).encode() for i in range(6)]
@@ -167,14 +168,15 @@ def test_files_lines_end_as_sparks_text_source_ends_them_and_bytes_not_utf8_stop
                                       + lines[3] + b"\n" + lines[4] + b"\r" + lines[5])
     big = b"".join(json.dumps({"merchant_id": f"b{i % 7}", "amount": 0.5}).encode() + b"\n" for i in range(100_000))
     (tmp_path / "b.json").write_bytes(big)
-    for i, name in enumerate(["a.json", "b.json"]):
+    (tmp_path / "c.json.gz").write_bytes(gzip.compress(b"\n".join(lines[:3])))
+    for i, name in enumerate(["a.json", "b.json", "c.json.gz"]):
         os.utime(tmp_path / name, (1_700_000_000 + i, 1_700_000_000 + i))
         (tmp_path / name).rename(folder / name)
     job, sink, dead = running_sum(FileSource(str(folder), UpiPayments.schema_ddl, max_files_per_trigger=1))
-    result = job.run(checkpoint_dir=checkpoint, spark=spark, timeout=180, until=lambda r: r.events >= 100_007)
-    assert result.events == 100_007 and dead.rows() == []
+    result = job.run(checkpoint_dir=checkpoint, spark=spark, timeout=180, until=lambda r: r.events >= 100_010)
+    assert result.events == 100_010 and dead.rows() == []
     last = {r["merchant_id"]: (r["count"], r["total"]) for r in sink.rows()}
     assert {k: v for k, v in last.items() if not k.startswith("b")} == {
-        "m0": (2, 2.0), "m1": (2, 2.0), "m2": (2, 2.0), "m\ufffd": (1, 2.0)
+        "m0": (3, 3.0), "m1": (3, 3.0), "m2": (3, 3.0), "m\ufffd": (1, 2.0)  # c.json.gz: m0, m1, m2 again
     }
     assert sum(count for k, (count, _) in last.items() if k.startswith("b")) == 100_000

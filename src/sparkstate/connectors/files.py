@@ -14,13 +14,20 @@ than failing the batch. A block ends at a line break, so no line is split betwee
 block starts at a byte offset of its file, which orders a file's blocks.
 
 Only files Python can open are read this way (a local path, or ``file:`` as Spark names
-local files); other file systems' files come with their bytes (:func:`blocks_of`).
+local files); other file systems' files come with their bytes (:func:`blocks_of`). Files
+compressed as Spark's text source reads them by their name's ending (Hadoop's codecs) are
+decompressed on the way: ``.gz``, ``.bz2`` and ``.deflate``; a file ending in another codec's
+(``.zst``, ``.lz4``, ``.snappy``, ``.br``) fails its batch, saying so.
 
 This module does not import pyspark: the packing step runs it in Spark's Python workers.
 """
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import io
+import zlib
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -67,17 +74,57 @@ def blocks(stream: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[i
         rest = data[cut:]
 
 
+#: the endings of files compressed with a codec Hadoop may have but Python's library lacks
+UNREADABLE_CODECS = (".zst", ".lz4", ".snappy", ".br")
+
+
+class _Inflating(io.RawIOBase):
+    """A ``.deflate`` file (Hadoop's default codec: a zlib stream), decompressed as it is read."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw, self._zlib, self._out = raw, zlib.decompressobj(), b""
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        while (size < 0 or len(self._out) < size) and not self._zlib.eof:
+            chunk = self._raw.read(1 << 20)
+            self._out += self._zlib.decompress(chunk) if chunk else self._zlib.flush()
+            if not chunk:
+                break
+        size = len(self._out) if size < 0 else size
+        out, self._out = self._out[:size], self._out[size:]
+        return out
+
+
+def _decompressed(raw: BinaryIO, path: str) -> BinaryIO:
+    """``raw`` decompressed as Spark's text source decompresses the file ``path`` (by its name's
+    ending), or as it is."""
+    if path.endswith(".gz"):
+        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
+    if path.endswith(".bz2"):
+        return bz2.BZ2File(raw)  # type: ignore[return-value]
+    if path.endswith(".deflate"):
+        return _Inflating(raw)  # type: ignore[return-value]
+    if path.endswith(UNREADABLE_CODECS):
+        raise ValueError(
+            f"{path}: FileSource reads files compressed as .gz, .bz2 or .deflate (or not at all), not "
+            f"{path.rsplit('.', 1)[1]}: decompress it, or read the directory with "
+            "DataFrameSource(lambda spark: spark.readStream.text(...)) where Spark has that codec"
+        )
+    return raw
+
+
 def blocks_of(path: str, content: pa.Buffer | bytes | None = None, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[int, bytes]]:
-    """A file's :func:`blocks`: read from ``path`` when Python can open it, else from
-    ``content`` (the file's bytes, as Spark's binary-file source read them)."""
+    """A file's :func:`blocks` (of its decompressed bytes, when its name says it is compressed):
+    read from ``path`` when Python can open it, else from ``content`` (the file's bytes, as
+    Spark's binary-file source read them). Offsets are in the decompressed bytes."""
     local = local_path(path) if content is None else None
-    if local is not None:
-        with open(local, "rb") as f:
-            yield from blocks(f, block_bytes)  # type: ignore[arg-type]
-        return
-    if content is None:
+    if local is None and content is None:
         raise FileNotFoundError(f"{path}: not on a file system Python can open, and its content was not read")
-    yield from blocks(pa.BufferReader(content), block_bytes)  # type: ignore[arg-type]
+    with open(local, "rb") if local is not None else io.BytesIO(memoryview(content)) as raw:  # type: ignore[arg-type]
+        yield from blocks(_decompressed(raw, path), block_bytes)
 
 
 def lines_of(block: bytes) -> pa.Array:

@@ -80,3 +80,27 @@ def test_a_file_is_read_from_its_path_or_from_the_bytes_spark_read(tmp_path):
     assert list(blocks_of("hdfs://nn/in/a.json", pa.py_buffer(b"1\n2\n"))) == [(0, b"1\n2\n")]
     with pytest.raises(FileNotFoundError, match="hdfs://nn/in/a.json: not on a file system Python can open"):
         list(blocks_of("hdfs://nn/in/a.json"))
+
+
+def test_compressed_files_are_read_as_sparks_text_source_reads_them(tmp_path):
+    """By the name's ending, as Hadoop's codecs: gzip (several members too), bzip2 and deflate
+    (a zlib stream); another codec's ending fails with what to do."""
+    import bz2
+    import gzip
+    import zlib
+
+    data = b"".join(b'{"k": "%d"}\n' % i for i in range(50_000))
+    written = {
+        "a.json.gz": gzip.compress(data[:1000]) + gzip.compress(data[1000:]),
+        "a.json.bz2": bz2.compress(data),
+        "a.json.deflate": zlib.compress(data),
+        "a.json": data,
+    }
+    for name, raw in written.items():
+        (tmp_path / name).write_bytes(raw)
+        got = list(blocks_of(str(tmp_path / name), block_bytes=100_000))
+        assert b"".join(b for _, b in got) == data and len(got) > 1, name
+        assert b"".join(b for _, b in blocks_of(f"hdfs://nn/{name}", pa.py_buffer(raw))) == data, name
+    (tmp_path / "a.json.zst").write_bytes(b"\x28\xb5\x2f\xfd")
+    with pytest.raises(ValueError, match=r"a.json.zst: FileSource reads files compressed as .gz, .bz2 or .deflate"):
+        list(blocks_of(str(tmp_path / "a.json.zst")))
