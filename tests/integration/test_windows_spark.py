@@ -104,6 +104,36 @@ def test_late_data_and_dead_letters_go_to_side_outputs(spark, checkpoint):
     assert result.side_outputs == {"dead_letters": 1, "late_data": 1}
 
 
+def test_a_parquet_sink_gets_the_main_rows_of_the_pass_that_gathers_the_side_rows(spark, tmp_path):
+    """A sink that writes a batch in one Spark action (Parquet, noop) takes the main rows while
+    an observed metric gathers the side rows in the same pass (nothing cached): each row once,
+    late rows of keys on both partitions, dead letters, replayable batch folders."""
+    import pyarrow.dataset as ds
+
+    from sparkstate import ParquetSink
+
+    keys = [f"k{i}" for i in range(40)]  # both shuffle partitions hold some
+    batches = [
+        [{"ts": 1_000, "k": k, "v": 1.0} for k in keys] + [{"ts": 2 * MIN, "k": "k0", "v": 1.0}],
+        [{"ts": 5_000 + i, "k": k, "v": float(i)} for i, k in enumerate(keys)] + [{"ts": None, "k": "b", "v": 2.0}],
+        [{"ts": 2 * MIN + 1, "k": "k0", "v": 1.0}],
+    ]
+    out, late, dead = (ParquetSink(str(tmp_path / name)) for name in ("out", "late", "dead"))
+    result = _list_job(batches, out, late=late, dead=dead).run(checkpoint_dir=tmp_path / "ckpt", spark=spark)
+    assert result.completed and result.side_outputs == {"dead_letters": 1, "late_data": 40}
+
+    def rows(sink):
+        return ds.dataset(sink.path, partitioning="hive").to_table().to_pylist()
+
+    assert sorted((r["k"], r["n"], r["total"]) for r in rows(out)) == sorted(
+        [(k, 1, 1.0) for k in keys] + [("k0", 2, 2.0)]  # every key's first minute; k0's third
+    )
+    got_late = rows(late)
+    assert sorted((r["k"], r["v"]) for r in got_late) == [(k, float(i)) for i, k in sorted(enumerate(keys), key=lambda p: p[1])]
+    assert {r["batch_id"] for r in got_late} == {1}
+    assert [r["reason"] for r in rows(dead)] == ["no event time: column 'ts' is null"]
+
+
 def test_late_rows_are_kept_in_the_checkpoint_or_counted_on_the_native_path(spark, tmp_path):
     import pyarrow.dataset as ds
 

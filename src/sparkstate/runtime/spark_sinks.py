@@ -24,6 +24,7 @@ import functools
 import os
 import pickle
 import shutil
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -151,6 +152,9 @@ class _Memory(_Collects):
 class _Parquet:
     sink: ParquetSink
 
+    #: ``write_batch`` computes the batch in one Spark action (:func:`attach_dispatch`)
+    one_action = True
+
     def attach(self, writer: Any) -> Any:
         return writer.format("parquet").option("path", self.sink.path)
 
@@ -188,6 +192,8 @@ class _Console(_Collects):
 @dataclass(frozen=True)
 class _Noop:
     sink: NoopSink
+
+    one_action = True
 
     def attach(self, writer: Any) -> Any:
         return writer.format("noop")
@@ -247,6 +253,9 @@ class _Kafka(_Collects):
     def write_side(self, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> Any:
         return kafka.commit_batch(self.sink, _side_table(rows, schema), batch_id)
 
+
+#: the partition of a side row, while :func:`attach_dispatch` gathers them
+_PART = "__sparkstate_part"
 
 #: the tag of a row the Kafka sink refused (a dead letter) among the side rows its tasks return
 _REFUSED = "\x00refused"
@@ -477,7 +486,9 @@ def attach_dispatch(
     replayed batch that differs from its first commit) go to ``warnings``. ``split=False``:
     the batch has no side-output columns (a job without side outputs, or the native path).
     """
+    import pyarrow as pa
     import pyarrow.compute as pc
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     from sparkstate.runtime.spark_processor import SIDE_COLUMN, SIDE_ROW_COLUMN
@@ -501,10 +512,13 @@ def attach_dispatch(
     # a sink that collects the batch on the driver takes it whole, side rows split off in Arrow:
     # one Spark action, nothing cached (a cached batch is written to Spark's block store first)
     collects = isinstance(main, _Collects)
+    # a sink that writes a batch in one Spark action takes the main rows while an observed
+    # metric gathers the side rows on the way: one action, nothing cached either
+    observes = split and getattr(main, "one_action", False)
 
     def dispatch(df: Any, batch_id: int) -> None:
         # computed once: a second evaluation would run the stateful operator again
-        cache = split and not collects
+        cache = split and not collects and not observes
         if cache:
             df = df.persist()
         try:
@@ -525,6 +539,18 @@ def attach_dispatch(
                 side = table.filter(is_side).select([SIDE_COLUMN, SIDE_ROW_COLUMN])
                 assert isinstance(main, _Collects)  # for the type checker: ``collects`` said so
                 took(main.write_table(table.filter(pc.invert(is_side)).drop_columns([SIDE_COLUMN, SIDE_ROW_COLUMN]), batch_id))
+            elif observes:
+                side_rows = Observation(f"sparkstate side rows {uuid.uuid4().hex}")  # one per batch: names must differ
+                # CollectMetrics stops the filter below from being pushed under it: it sees every row
+                # (Spark evaluates no partition id inside an observed aggregate: it is a column first)
+                observed = df.withColumn(_PART, F.spark_partition_id()).observe(side_rows, F.collect_list(F.when(
+                    F.col(SIDE_COLUMN).isNotNull(), F.struct(_PART, SIDE_COLUMN, SIDE_ROW_COLUMN)
+                )).alias("rows"))
+                main_rows = observed.where(F.col(SIDE_COLUMN).isNull()).drop(_PART, SIDE_COLUMN, SIDE_ROW_COLUMN)
+                took(main.write_batch(main_rows, batch_id))
+                # in partition order, each partition's rows in their order, as a collected batch has them
+                gathered = sorted(side_rows.get["rows"], key=lambda r: r[0])
+                side = pa.table({"name": [r[1] for r in gathered], "row": pa.array([bytes(r[2]) for r in gathered], pa.binary())})
             elif split:
                 side = df.where(F.col(SIDE_COLUMN).isNotNull()).select(SIDE_COLUMN, SIDE_ROW_COLUMN).toArrow()
                 took(main.write_batch(df.where(F.col(SIDE_COLUMN).isNull()).drop(SIDE_COLUMN, SIDE_ROW_COLUMN), batch_id))
