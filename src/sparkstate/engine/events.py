@@ -345,23 +345,14 @@ class Packer:
     def pack_lines(self, parser: Any, batches: Iterable[pa.RecordBatch], part: int) -> Iterator[pa.RecordBatch]:
         """Batches of text lines (first column) parsed by ``parser`` (a ``LineParser``) and
         packed; the lines that are not events follow their batch as a dead-letter row."""
-
-        def texts() -> Iterator[tuple[pa.Array, int | None, bytes | None]]:
-            for batch in batches:
-                batch, now = take_now(batch)
-                for piece, order in by_file(batch):
-                    yield piece.column(0), now, order
-
-        return self.pack_texts(parser, texts(), part)
-
-    def pack_texts(
-        self, parser: Any, texts: Iterable[tuple[pa.Array, int | None, bytes | None]], part: int,
-    ) -> Iterator[pa.RecordBatch]:
-        """``(lines, now, order)`` pieces packed one at a time (:meth:`pack_text`)."""
-        for seq, (lines, now, order) in enumerate(texts):
-            packed, _ = self.pack_text(parser, lines, part, seq, now, order)
-            if packed is not None:
-                yield packed
+        seq = 0
+        for batch in batches:
+            batch, now = take_now(batch)
+            for piece, order in by_file(batch):
+                packed, _ = self.pack_text(parser, piece.column(0), part, seq, now, order)
+                seq += 1
+                if packed is not None:
+                    yield packed
 
     def pack_text(
         self, parser: Any, lines: pa.Array, part: int, seq: int, now: int | None = None, order: bytes | None = None,

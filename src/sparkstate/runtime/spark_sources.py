@@ -227,7 +227,7 @@ def file_texts(
 ) -> Iterator[tuple[pa.Array, int | None, bytes | None]]:
     """The lines of the files a FileSource's batch lists (rows of :data:`FILE_ROWS_SCHEMA`,
     maybe without ``content``, and :data:`NOW_COLUMN`), read block by block
-    (``sparkstate.connectors.files``): ``(lines, now, order)`` pieces for :meth:`Packer.pack_texts`,
+    (``sparkstate.connectors.files``): ``(lines, now, order)`` pieces for :meth:`Packer.pack_text`,
     each block ordered by its file's modification time, path and offset."""
     for batch in batches:
         batch, now = take_now(batch)
@@ -762,7 +762,8 @@ class _Files(_Lines):
 
     def _read(self, spark: Any, scratch_dir: str | None, options: dict[str, str]) -> Any:
         source = self.spec
-        if reads_locally(source.path) and not os.path.isdir(local_path(source.path) or ""):
+        local = local_path(source.path)
+        if local is not None and not os.path.isdir(local):
             raise JobDefinitionError(
                 f"FileSource: directory {source.path!r} does not exist; create it (its files are read as they appear)"
             )
