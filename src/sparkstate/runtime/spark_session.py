@@ -38,6 +38,12 @@ _QUIET_LOGGERS = {
 }
 
 
+#: The JVM talks to its Python workers, and a transformWithState worker to its state server,
+#: over Unix domain sockets instead of loopback TCP: each state call is a round trip, and a
+#: micro-batch of 100 events took about 90 ms less (docs/design.md, "The floor")
+_PYTHON_SOCKETS = {"spark.python.unix.domain.socket.enabled": "true"}
+
+
 def state_store_class(backend: str) -> str:
     try:
         return STATE_BACKENDS[backend]
@@ -124,6 +130,7 @@ def get_spark(
         "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
         "spark.sql.streaming.metricsEnabled": "false",
         "spark.python.worker.reuse": "true",
+        **_PYTHON_SOCKETS,
         # Spark's Python processes import pyspark from the installed package, not from Spark's
         # zip (see worker_path/sitecustomize.py)
         "spark.executorEnv.PYTHONPATH": _worker_path(),
@@ -169,6 +176,7 @@ def _submitted_session(log_file: str | Path | None, extra_conf: dict[str, str] |
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
         "spark.python.worker.reuse": "true",
+        **_PYTHON_SOCKETS,
         "spark.executorEnv.PYTHONPATH": _worker_path(),
         **(extra_conf or {}),
     }
