@@ -1,8 +1,8 @@
 """Floor benchmark: what a micro-batch of 100 events costs, sparkstate against Spark's own
 streaming aggregation on the same input, in one Spark session, with where the time goes.
 
-    python benchmarks/floor.py                  # 40 batches of 100 events each (a minute or two)
-    python benchmarks/floor.py --batches 100
+    python benchmarks/floor.py                  # 3 rounds of 40 batches of 100 events each (3-4 minutes)
+    python benchmarks/floor.py --batches 100 --rounds 2
 
 The input is the UPI generator (sparkstate's Spark data source, read raw by Spark's rows), 100
 events per micro-batch over 1,000 merchants, RocksDB state, 2 local cores, noop sinks:
@@ -12,11 +12,14 @@ events per micro-batch over 1,000 merchants, RocksDB state, 2 local cores, noop 
 * ``spark transformWithState``: the row API with a ValueState per key (Python per key);
 * ``sparkstate``: W1 (``sparkstate.jobs.running_sum``) as users run it.
 
-Each runs its batches after a warm-up query of the same kind; the table shows per-batch medians
-(after the first batch) of the whole trigger and of the phases Spark reports in
-``durationMs``: ``latestOffset``, ``queryPlanning``, ``walCommit`` (the offsets written),
-``addBatch`` (running the batch, sink included: where the state stores open and commit) and
-``commitOffsets`` (the commit log), plus what is left of the trigger.
+Each engine first runs a warm-up query of its kind; then the three run their measured queries
+in turn, ``--rounds`` times, so that none is measured on a colder JVM than the others (the JVM
+keeps compiling for minutes, and the engine that ran first was measured slower). The table
+shows per-batch medians over every round (each query's first batch left out) of the whole
+trigger and of the phases Spark reports in ``durationMs``: ``latestOffset``, ``queryPlanning``,
+``walCommit`` (the offsets written), ``addBatch`` (running the batch, sink included: where the
+state stores open and commit) and ``commitOffsets`` (the commit log), plus what is left of the
+trigger; a second table shows each round's median, to see the drift.
 """
 
 from __future__ import annotations
@@ -66,10 +69,10 @@ def _sparkstate(spark, events: int, ckpt: Path) -> list[dict]:
     return [p for p in result.progress if p.get("events")]
 
 
-def _figures(batches: list[dict]) -> dict:
-    data = batches[1:]  # the first batch pays the query's start
+def _figures(runs: list[list[dict]]) -> dict:
+    data = [p for batches in runs for p in batches[1:]]  # a query's first batch pays its start
     total = [p["durationMs"]["triggerExecution"] for p in data]
-    out = {"batches": len(batches), "trigger": statistics.median(total)}
+    out = {"batches": len(data), "trigger": statistics.median(total)}
     for phase in PHASES:
         out[phase] = statistics.median([p["durationMs"].get(phase, 0) for p in data])
     out["other"] = statistics.median(
@@ -80,6 +83,7 @@ def _figures(batches: list[dict]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
 
     from rich.console import Console
@@ -102,20 +106,33 @@ def main() -> None:
         ("spark transformWithState (row)", lambda ck, n: _spark_query(spark, "row", n, ck)),
         ("sparkstate W1", lambda ck, n: _sparkstate(spark, n, ck)),
     ]
-    table = Table(title=f"A micro-batch of 100 events: medians over {args.batches - 1} batches after the first (ms)",
-                  title_justify="left")
+    runs: dict[str, list[list[dict]]] = {name: [] for name, _ in rows}
+    with tempfile.TemporaryDirectory(prefix="sparkstate-bench-floor-") as work:
+        for i, (name, run) in enumerate(rows):
+            console.print(f"  warm-up: {name} ...")
+            run(Path(work) / f"warmup-{i}", 500)
+        for r in range(args.rounds):
+            for i, (name, run) in enumerate(rows):
+                console.print(f"  round {r + 1} of {args.rounds}: {name} ...")
+                runs[name].append(run(Path(work) / f"measured-{r}-{i}", events))
+    table = Table(title=f"A micro-batch of 100 events: medians over {args.rounds} rounds of {args.batches - 1} batches "
+                        "after the first (ms)", title_justify="left")
     for col in ("engine", "trigger", *PHASES, "other", "vs spark sql"):
         table.add_column(col, justify="left" if col == "engine" else "right")
     base = None
-    with tempfile.TemporaryDirectory(prefix="sparkstate-bench-floor-") as work:
-        for i, (name, run) in enumerate(rows):
-            console.print(f"  {name} ...")
-            run(Path(work) / f"warmup-{i}", 500)
-            f = _figures(run(Path(work) / f"measured-{i}", events))
-            base = base or f["trigger"]
-            table.add_row(name, f"{f['trigger']:,.0f}", *[f"{f[ph]:,.0f}" for ph in PHASES], f"{f['other']:,.0f}",
-                          f"{f['trigger'] / base:.2f}x")
+    for name, _ in rows:
+        f = _figures(runs[name])
+        base = base or f["trigger"]
+        table.add_row(name, f"{f['trigger']:,.0f}", *[f"{f[ph]:,.0f}" for ph in PHASES], f"{f['other']:,.0f}",
+                      f"{f['trigger'] / base:.2f}x")
+    rounds = Table(title="Each round's median trigger (ms)", title_justify="left")
+    rounds.add_column("engine")
+    for r in range(args.rounds):
+        rounds.add_column(f"round {r + 1}", justify="right")
+    for name, _ in rows:
+        rounds.add_row(name, *[f"{_figures([batches])['trigger']:,.0f}" for batches in runs[name]])
     console.print(table)
+    console.print(rounds)
 
 
 if __name__ == "__main__":
