@@ -114,3 +114,60 @@ def test_restart_between_the_end_marker_and_the_final_batch(spark, checkpoint):
     # committed, and the restart runs that batch again first (the sink takes it once)
     assert result.completed and result.batches in (1, 2)
     assert canonical(sink.rows()) == canonical(run_on_harness(case))
+
+
+class Count(KeyedProcessFunction):
+    """A running count per key."""
+
+    def open(self, ctx):
+        self.n = ctx.get_state(ValueStateDescriptor("n", int, default=0))
+
+    def process_element(self, e, ctx):
+        self.n.update(self.n.value() + 1)
+        yield {"k": ctx.get_current_key(), "n": self.n.value()}
+
+
+def test_a_checkpoint_in_the_earlier_state_layout_resumes_and_its_small_groups_go_inline(
+        spark, checkpoint, tmp_path, monkeypatch):
+    """Checkpoints written before a one-bucket key group kept its bucket in its meta entry
+    (``engine/keygroups.py``) hold every bucket as an entry of its own: they resume with the
+    same state, a touched one-bucket group moves its bucket inline (and deletes the entry), and
+    a savepoint of the mixed layout holds every key once."""
+    import dataclasses
+
+    from sparkstate.runtime import run_loop
+    from sparkstate.runtime.savepoints import take_savepoint
+    from sparkstate.runtime.state_reader import group_metas
+    from sparkstate.savepoint.reader import read_savepoint
+
+    # 16 key groups, buckets of 3 keys: the first batches (12 keys) leave every group one
+    # bucket; with all 40 keys, groups hold 1 to 6 keys, so some split and some stay small
+    batches = [[{"k": f"k{i}", "v": 1} for i in range(8)], [{"k": f"k{i}", "v": 1} for i in range(4, 12)],
+               [{"k": f"k{i}", "v": 1} for i in range(0, 40, 2)], [{"k": f"k{i}", "v": 1} for i in range(40)]]
+
+    def job(upto):
+        return (Job("layouts").source(ListSource(batches[:upto], "k string, v bigint", end_of_input=False)).key_by("k")
+                .process(Count(), output_schema="k string, n bigint").sink(sink)
+                .with_settings(key_groups=16, bucket_size=3, **FAST))
+
+    sink = MemorySink()
+    spec = run_loop.operator_spec
+    monkeypatch.setattr(run_loop, "operator_spec",
+                        lambda *a, **k: dataclasses.replace(spec(*a, **k), inline_buckets=False))
+    assert job(2).run(checkpoint_dir=checkpoint, spark=spark).completed
+    before = group_metas(spark, checkpoint, "rocksdb")
+    assert before and all(m.inline is None and m.n_keys for m in before.values())  # the earlier layout
+    monkeypatch.undo()
+    assert job(4).run(checkpoint_dir=checkpoint, spark=spark).completed
+    h = job(4).harness()
+    assert canonical(sink.rows()) == canonical([r for b in batches for r in h.process_batch(b)])
+    after = group_metas(spark, checkpoint, "rocksdb")
+    assert any(m.inline is not None for m in after.values()) and any(m.n_buckets > 1 for m in after.values())
+    assert all(m.n_buckets == 1 for m in after.values() if m.inline is not None)
+    counts: dict[str, int] = {}
+    for b in batches:
+        for e in b:
+            counts[e["k"]] = counts.get(e["k"], 0) + 1
+    saved = read_savepoint(take_savepoint(str(checkpoint), target=str(tmp_path / "sp"), spark=spark)["location"])
+    held = [(key, rec) for _, key, rec in saved.records()]
+    assert len(held) == len(counts) and {k: r["n"] for k, r in held} == counts

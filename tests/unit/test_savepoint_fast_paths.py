@@ -88,11 +88,14 @@ class _Plan:
 
 
 class _Written:
-    def write(self, buckets, meta):
+    def __init__(self, inline: bool = False):
+        self.inline = inline
+
+    def write(self, buckets, meta, deleted=()):
         self.buckets, self.meta = buckets, meta
 
 
-def _model_layout(records: list, bucket_size: int):
+def _model_layout(records: list, bucket_size: int, inline: bool):
     """The layout a store reaches key by key, splitting as it fills (the pre-existing path)."""
     meta = GroupMeta()
     store = KeyGroupStore(meta, lambda b: None, bucket_size)
@@ -100,11 +103,12 @@ def _model_layout(records: list, bucket_size: int):
     for key, rec in records:
         store.record_for(key).update(rec)
         keys.append(key)
-    return store.flush(keys), meta
+    return (store.flush_entries(keys)[0] if inline else store.flush(keys)), meta
 
 
+@pytest.mark.parametrize("inline", [False, True])
 @pytest.mark.parametrize(("n_keys", "bucket_size"), [(1, 4), (5, 4), (300, 4), (1000, 128), (129, 128)])
-def test_restore_lays_out_buckets_as_splitting_would(n_keys, bucket_size):
+def test_restore_lays_out_buckets_as_splitting_would(n_keys, bucket_size, inline):
     from sparkstate.runtime.spark_processor import KeyGroupRunner
 
     rng = random.Random(n_keys)
@@ -114,13 +118,17 @@ def test_restore_lays_out_buckets_as_splitting_would(n_keys, bucket_size):
     half = len(records) // 2
     plan = _Plan({b"first": records[:half], b"second": records[half:]})
     runner = SimpleNamespace(spec=SimpleNamespace(restore=plan, bucket_size=bucket_size))
-    written = _Written()
+    written = _Written(inline)
     dumped = KeyGroupRunner._restore(runner, [b"first", b"second"], written)  # type: ignore[arg-type]
-    expected_writes, expected_meta = _model_layout(records, bucket_size)
+    expected_writes, expected_meta = _model_layout(records, bucket_size, inline)
     assert written.meta == dumped
     got = GroupMeta.loads(dumped)
     assert (got.n_buckets, got.n_keys, got.event_min, got.proc_min) == (
         expected_meta.n_buckets, expected_meta.n_keys, expected_meta.event_min, expected_meta.proc_min)
+    # a one-bucket group holds its bucket inline, as a run would have left it (RocksDB backend)
+    assert (got.inline is not None) == (inline and got.n_buckets == 1)
+    if got.inline is not None:
+        assert pickle.loads(got.inline) == pickle.loads(expected_meta.inline)
     # the same keys in the same buckets (a bucket left empty by the splits need not be written:
     # an absent bucket reads as an empty one)
     got_buckets = {b: pickle.loads(blob) for b, blob in written.buckets}

@@ -12,6 +12,13 @@ every key costs one round trip per ``bucket_size`` keys. (Measurements: ``docs/d
 Per key group a small *meta* entry holds the bucket count, the key count, and for each bucket
 its earliest event-time and processing-time timer, which is the timer index: a batch loads
 just the buckets whose earliest timer is due.
+
+A group of one bucket (up to ``bucket_size`` keys) may keep that bucket *inline*, in its meta
+entry (``GroupMeta.inline``, layout version 2): it is then one state-store entry, read and
+written by one round trip each, where a meta entry and a bucket cost two reads. Small batches
+touch many small groups, and each round trip is most of what such a group costs. The bucket
+moves out when the group splits (:meth:`KeyGroupStore.flush_entries`). Invariant: a meta with
+``inline`` set has one bucket, and no bucket entry of its group holds a record.
 """
 
 from __future__ import annotations
@@ -27,7 +34,12 @@ from sparkstate.engine.operator import timer_minimums
 from sparkstate.errors import CheckpointMismatchError, StateTypeError
 
 PICKLE_PROTOCOL = 5
+#: the layout of a meta entry without an inline bucket, which every version reads
 LAYOUT_VERSION = 1
+#: the layout of a meta entry holding its group's only bucket: earlier versions refuse it,
+#: rather than read the group as empty
+INLINE_LAYOUT_VERSION = 2
+_READABLE_LAYOUTS = (LAYOUT_VERSION, INLINE_LAYOUT_VERSION)
 
 
 def dumps_state(obj: Any) -> bytes:
@@ -116,11 +128,16 @@ class GroupMeta:
     #: ``(bucket, offset in the bucket)``, and when the group is next swept whole
     ttl_cursor: tuple[int, int] = (0, 0)
     sweep_at: int | None = None
+    #: the group's only bucket, pickled, when it is kept here rather than in a bucket entry
+    inline: bytes | None = None
 
     def dumps(self) -> bytes:
-        fields: tuple[Any, ...] = (self.version, self.n_buckets, self.n_keys, self.event_min, self.proc_min, self.wake)
+        version = LAYOUT_VERSION if self.inline is None else INLINE_LAYOUT_VERSION
+        fields: tuple[Any, ...] = (version, self.n_buckets, self.n_keys, self.event_min, self.proc_min, self.wake)
         # the later fields only when set: a meta without them keeps the format it always had
-        if self.ttl_cursor != (0, 0) or self.sweep_at is not None:
+        if self.inline is not None:
+            fields += (self.broadcast, self.ttl_cursor, self.sweep_at, self.inline)
+        elif self.ttl_cursor != (0, 0) or self.sweep_at is not None:
             fields += (self.broadcast, self.ttl_cursor, self.sweep_at)
         elif self.broadcast is not None:
             fields += (self.broadcast,)
@@ -132,17 +149,18 @@ class GroupMeta:
             return GroupMeta()
         fields = pickle.loads(blob)
         version = fields[0]
-        if version != LAYOUT_VERSION:
+        if version not in _READABLE_LAYOUTS:
             raise CheckpointMismatchError(
                 f"the checkpoint's state is in layout version {version}, which this version of sparkstate "
-                f"does not read (it reads {LAYOUT_VERSION}); run the sparkstate version that wrote it, or start "
-                "from a new checkpoint directory"
+                f"does not read (it reads {', '.join(map(str, _READABLE_LAYOUTS))}); run the sparkstate version "
+                "that wrote it, or start from a new checkpoint directory"
             )
         _, n_buckets, n_keys, event_min, proc_min, wake = fields[:6]
         # metas written before TTL cleanup existed have six fields (seven with a broadcast reference)
         broadcast = fields[6] if len(fields) > 6 else None
         cursor, sweep_at = fields[_TTL_FIELDS:_TTL_FIELDS + 2] if len(fields) >= _TTL_FIELDS + 2 else ((0, 0), None)
-        return GroupMeta(n_buckets, n_keys, event_min, proc_min, wake, version, broadcast, tuple(cursor), sweep_at)
+        inline = fields[_TTL_FIELDS + 2] if len(fields) > _TTL_FIELDS + 2 else None
+        return GroupMeta(n_buckets, n_keys, event_min, proc_min, wake, version, broadcast, tuple(cursor), sweep_at, inline)
 
     def next_wake(self, processing_time: int) -> int | None:
         """When Spark should call this group next though no input arrives for it.
@@ -170,6 +188,9 @@ class KeyGroupStore:
     ) -> None:
         self.meta = meta
         self._read = read_bucket
+        # where bucket 0 may be an entry of its own: the group has keys and no inline bucket
+        # (more than one bucket, or a checkpoint written before buckets went inline)
+        self._bucket0_entry = meta.inline is None and meta.n_keys > 0
         self.bucket_size = bucket_size
         self.buckets: dict[int, dict[Any, Record]] = {}
         self._sizes_before: dict[int, int] = {}
@@ -180,7 +201,8 @@ class KeyGroupStore:
         """Bucket ``b``'s ``{key: record}``, read from the state store the first time."""
         bucket = self.buckets.get(b)
         if bucket is None:
-            blob = self._read(b) if self.meta.n_keys else None
+            inline = self.meta.inline
+            blob = inline if inline is not None else self._read(b) if self.meta.n_keys else None
             if blob is not None:
                 self.reads += 1
             bucket = pickle.loads(blob) if blob else {}
@@ -253,6 +275,20 @@ class KeyGroupStore:
             _set_or_drop(meta.event_min, b, ev)
             _set_or_drop(meta.proc_min, b, pt)
         return [(b, dumps_state(self.buckets[b])) for b in sorted(dirty)]
+
+    def flush_entries(self, touched: Iterable[Any]) -> tuple[list[tuple[int, bytes]], list[int]]:
+        """:meth:`flush` with small groups' buckets kept inline: the bucket entries to write
+        and those to delete. A group left with one bucket keeps it in ``meta.inline`` (its old
+        entry, if any, is deleted); a group that split out of one writes every bucket as an entry."""
+        writes = self.flush(touched)
+        meta = self.meta
+        if meta.n_buckets > 1:
+            meta.inline = None  # the split rewrote bucket 0, so it is among the writes
+            return writes, []
+        if not writes:
+            return [], []
+        meta.inline = writes[0][1]
+        return [], [0] if self._bucket0_entry else []
 
     def _split(self) -> tuple[int, int]:
         meta = self.meta

@@ -81,13 +81,16 @@ def read_records(spark: Any, checkpoint: CheckpointDir, backend: str, batch: int
         for kg, blob in rows.toLocalIterator():
             if blob:
                 blobs[kg].append(blob)
+        for kg, meta in metas.items():
+            if meta.inline:  # a one-bucket group's bucket (engine/keygroups.py)
+                blobs[kg].append(meta.inline)
     else:
         metas = {}
         frame = reader.load()
         for kg, group in frame.select("key.kg", hashmap_group_column(frame)).toLocalIterator():
             meta_blob, buckets = pickle.loads(group)
-            metas[kg] = GroupMeta.loads(meta_blob)
-            blobs[kg].extend(b for b in buckets.values() if b)
+            metas[kg] = meta = GroupMeta.loads(meta_blob)
+            blobs[kg].extend(b for b in [*buckets.values(), meta.inline] if b)
     out: dict[int, list[tuple[Any, dict]]] = {}
     for kg, group_blobs in blobs.items():
         records: list[tuple[Any, dict]] = []
@@ -120,7 +123,12 @@ def group_files(spark: Any, checkpoint: CheckpointDir, backend: str, batch: int,
     reader = spark.read.format("statestore").option("path", checkpoint.root).option("batchId", batch)
     if backend == "rocksdb":
         buckets = reader.option("stateVarName", BUCKETS_STATE).load()
-        return (buckets.select(F.col("key.kg").alias("kg"), F.col("user_map_value.v").alias("v")).groupBy("kg")
+        buckets = buckets.select(F.col("key.kg").alias("kg"), F.col("user_map_value.v").alias("v"))
+        # one-bucket groups keep their bucket in the meta entry (engine/keygroups.py)
+        metas = reader.option("stateVarName", META_STATE).load()
+        inline = metas.select(F.col("key.kg").alias("kg"), F.col("value.v").alias("v")).mapInPandas(
+            _inline_buckets, "kg int, v binary")
+        return (buckets.unionByName(inline).groupBy("kg")
                 .applyInPandas(lambda frame: _bucket_group_file(frame, states, expire), GROUP_FILE_SCHEMA))
     state = reader.load()
     rows = state.select(F.col("key.kg").alias("kg"), F.col(hashmap_group_column(state)).alias("group"))
@@ -164,6 +172,14 @@ def _group_frame(kg: int, blobs: Any, states: list[str], expire: SnapshotCleanup
                          "keys": pd.Series([table.num_rows], dtype="int64")})
 
 
+def _inline_buckets(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    """Meta entries ``(kg, v)`` to the buckets they hold inline, as bucket rows ``(kg, v)``."""
+    for frame in frames:
+        held = [(kg, GroupMeta.loads(blob).inline) for kg, blob in zip(frame["kg"].tolist(), frame["v"].tolist())]
+        held = [(kg, blob) for kg, blob in held if blob]
+        yield pd.DataFrame({"kg": pd.Series([kg for kg, _ in held], dtype="int32"), "v": [b for _, b in held]})
+
+
 def _bucket_group_file(frame: pd.DataFrame, states: list[str], expire: SnapshotCleanup | None = None) -> pd.DataFrame:
     """RocksDB backend: one key group's bucket entries to its file."""
     return _group_frame(int(frame["kg"].iloc[0]), frame["v"], states, expire)
@@ -175,8 +191,8 @@ def _row_group_files(frames: Iterator[pd.DataFrame], states: list[str],
     for frame in frames:
         for kg, group in zip(frame["kg"].tolist(), frame["group"].tolist()):
             meta_blob, buckets = pickle.loads(group)
-            GroupMeta.loads(meta_blob)  # refuses a layout this version does not read
-            yield _group_frame(int(kg), buckets.values(), states, expire)
+            meta = GroupMeta.loads(meta_blob)  # refuses a layout this version does not read
+            yield _group_frame(int(kg), [*buckets.values(), meta.inline], states, expire)
 
 
 def rocksdb_meta_groups(spark: Any, checkpoint: CheckpointDir, batch: int) -> set[int]:

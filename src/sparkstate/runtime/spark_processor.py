@@ -11,7 +11,8 @@ Two Spark operators carry this, one per state backend:
 
 * ``rocksdb`` - ``transformWithStateInPandas`` (:class:`KeyGroupProcessor`): meta and
   buckets are separate state-store entries, read and written one by one, so a batch pays
-  only for the buckets it touches. Spark's processing-time timers wake idle groups.
+  only for the buckets it touches; a group of one bucket keeps it in its meta entry, one
+  entry in all. Spark's processing-time timers wake idle groups.
 * ``hashmap`` - ``applyInPandasWithState`` (:class:`KeyGroupFunction`), because Spark's
   transformWithState refuses the in-memory (HDFS-backed) store: the group's meta and buckets
   are one state row, rewritten when the group changes (still-pickled buckets are copied, not
@@ -28,7 +29,7 @@ from __future__ import annotations
 import gc
 import pickle
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -112,6 +113,9 @@ class OperatorSpec:
     #: a broadcast job restored from a savepoint: the reference of the savepoint's broadcast
     #: state, which a key group without a meta entry yet starts from
     initial_broadcast: str | None = None
+    #: a one-bucket key group keeps its bucket in its meta entry on the RocksDB backend
+    #: (``engine/keygroups.py``); off, groups are written as before that layout existed
+    inline_buckets: bool = True
 
     @property
     def output_ddl(self) -> str:
@@ -229,11 +233,14 @@ NO_INPUT = GroupInput([], [])
 class GroupState(Protocol):
     """Where one key group's meta and buckets live (differs between the two operators)."""
 
+    #: whether a one-bucket group keeps its bucket in its meta entry (``GroupMeta.inline``)
+    inline: bool
+
     def read_meta(self) -> bytes | None: ...
 
     def read_bucket(self, b: int) -> bytes | None: ...
 
-    def write(self, buckets: list[tuple[int, bytes]], meta: bytes | None) -> None: ...
+    def write(self, buckets: list[tuple[int, bytes]], meta: bytes | None, deleted: Sequence[int] = ()) -> None: ...
 
     def schedule(self, meta: GroupMeta, now: int, expired: int | None) -> None: ...
 
@@ -290,10 +297,10 @@ class KeyGroupRunner:
             if self.cleanup:
                 elements = len(given.events) + len(given.second or ())
                 self.cleanup.run_group(store, meta, meta.n_keys, touched, elements, now, watermark, store.adopt)
-            writes = store.flush(touched)
+            writes, deleted = store.flush_entries(touched) if state.inline else (store.flush(touched), [])
             state.schedule(meta, now, expired)
             dumped = meta.dumps()
-            state.write(writes, dumped if dumped != stored else None)  # meta rarely changes
+            state.write(writes, dumped if dumped != stored else None, deleted)  # meta rarely changes alone
             fault_point(STATE_UPDATED)
             if not rows and not side:
                 return None
@@ -337,8 +344,11 @@ class KeyGroupRunner:
                 meta.event_min[b] = ev
             if pt is not None:
                 meta.proc_min[b] = pt
+        writes = [(b, dumps_state(buckets[b])) for b in sorted(buckets)]
+        if state.inline and n == 1 and writes:
+            meta.inline, writes = writes[0][1], []
         dumped = meta.dumps()
-        state.write([(b, dumps_state(buckets[b])) for b in sorted(buckets)], dumped)
+        state.write(writes, dumped)
         return dumped
 
     def close(self) -> None:
@@ -374,6 +384,7 @@ def _wall_clock_ms() -> int:
 class _TwsState:
     def __init__(self, processor: KeyGroupProcessor) -> None:
         self.p = processor
+        self.inline = processor.spec.inline_buckets
 
     def read_meta(self) -> bytes | None:
         value = self.p._meta.get()
@@ -383,9 +394,11 @@ class _TwsState:
         value = self.p._buckets.getValue((b,))
         return value[0] if value else None
 
-    def write(self, buckets: list[tuple[int, bytes]], meta: bytes | None) -> None:
+    def write(self, buckets: list[tuple[int, bytes]], meta: bytes | None, deleted: Sequence[int] = ()) -> None:
         for b, blob in buckets:
             self.p._buckets.updateValue((b,), (blob,))
+        for b in deleted:
+            self.p._buckets.removeKey((b,))
         if meta is not None:
             self.p._meta.update((meta,))
 
@@ -453,7 +466,10 @@ class KeyGroupProcessor(StatefulProcessor):
 
 
 class _RowState:
-    """A key group as one state row: ``pickle((meta, {bucket: blob}))``."""
+    """A key group as one state row: ``pickle((meta, {bucket: blob}))`` (already one entry, so
+    its buckets are never inline)."""
+
+    inline = False
 
     def __init__(self, state: Any) -> None:
         self.state = state
@@ -468,7 +484,7 @@ class _RowState:
     def read_bucket(self, b: int) -> bytes | None:
         return self.buckets.get(b)
 
-    def write(self, buckets: list[tuple[int, bytes]], meta: bytes | None) -> None:
+    def write(self, buckets: list[tuple[int, bytes]], meta: bytes | None, deleted: Sequence[int] = ()) -> None:
         if meta is None and not buckets:
             return
         self.buckets.update(buckets)

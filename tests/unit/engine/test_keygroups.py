@@ -125,3 +125,154 @@ def test_meta_round_trip():
     meta = GroupMeta(3, 10, {0: 1}, {2: 5}, 77)
     assert GroupMeta.loads(meta.dumps()) == meta
     assert GroupMeta.loads(None) == GroupMeta()
+
+
+# --------------------------------------------------------------------------- inline buckets
+
+
+class Entries:
+    """A stand-in for the RocksDB backend's state: the meta entry (bytes, as stored) and the
+    bucket entries, written as ``KeyGroupRunner`` writes them (``flush_entries``)."""
+
+    def __init__(self, size: int = 4):
+        self.meta_blob: bytes | None = None
+        self.entries: dict[int, bytes] = {}
+        self.size = size
+        self.bucket_reads = 0
+
+    def _read(self, b: int) -> bytes | None:
+        self.bucket_reads += 1
+        return self.entries.get(b)
+
+    def store(self) -> KeyGroupStore:
+        return KeyGroupStore(GroupMeta.loads(self.meta_blob), self._read, self.size)
+
+    def write(self, store: KeyGroupStore, touched) -> None:
+        writes, deleted = store.flush_entries(touched)
+        for b, blob in writes:
+            self.entries[b] = blob
+        for b in deleted:
+            self.entries.pop(b, None)
+        self.meta_blob = store.meta.dumps()
+
+    def records(self) -> dict:
+        """Every record, read the way a savepoint reads them: bucket entries and the inline one."""
+        out: dict = {}
+        meta = GroupMeta.loads(self.meta_blob)
+        for blob in [*self.entries.values(), meta.inline]:
+            for key, rec in (pickle.loads(blob) if blob else {}).items():
+                assert key not in out, f"{key!r} is held twice"
+                out[key] = rec
+        return out
+
+
+def test_a_small_group_is_one_entry_read_and_written_once():
+    state = Entries(size=4)
+    store = state.store()
+    store.record_for("a")["v"] = 1
+    state.write(store, ["a"])
+    assert state.entries == {} and GroupMeta.loads(state.meta_blob).inline is not None
+    assert pickle.loads(state.meta_blob)[0] == 2  # the inline layout's version: older versions refuse it
+    store = state.store()
+    store.record_for("a")["v"] += 1
+    store.record_for("b")["v"] = 5
+    state.write(store, ["a", "b"])
+    assert state.bucket_reads == 0  # the bucket came with the meta entry
+    assert state.entries == {} and state.records() == {"a": {"v": 2}, "b": {"v": 5}}
+
+
+def test_a_group_that_splits_moves_its_bucket_out_and_back_to_version_1():
+    state = Entries(size=2)
+    keys = [f"k{i}" for i in range(7)]
+    for k in keys:
+        store = state.store()
+        store.record_for(k)["v"] = k
+        state.write(store, [k])
+    meta = GroupMeta.loads(state.meta_blob)
+    assert meta.n_buckets > 1 and meta.inline is None and pickle.loads(state.meta_blob)[0] == 1
+    assert sorted(state.entries) == list(range(meta.n_buckets))
+    assert state.records() == {k: {"v": k} for k in keys}
+
+
+def test_a_group_written_before_inline_buckets_moves_its_bucket_in_when_touched():
+    old = GroupMeta(n_keys=2)  # the layout every earlier version wrote: bucket 0 in an entry
+    state = Entries(size=4)
+    state.meta_blob = old.dumps()
+    state.entries = {0: pickle.dumps({"a": {"v": 1}, "b": {"v": 2}})}
+    untouched = state.store()
+    state.write(untouched, [])  # a call that touched nothing (a timer) leaves it where it is
+    assert 0 in state.entries and GroupMeta.loads(state.meta_blob).inline is None
+    store = state.store()
+    store.record_for("a")["v"] = 10
+    state.write(store, ["a"])
+    assert state.bucket_reads == 1 and state.entries == {}  # read from its entry, then deleted
+    assert state.records() == {"a": {"v": 10}, "b": {"v": 2}}
+
+
+def test_inline_buckets_hold_every_record_once_against_a_model():
+    rng = random.Random(7)
+    for trial in range(40):
+        state, model = Entries(size=rng.choice([1, 2, 3, 8])), {}
+        if rng.random() < 0.3:  # some groups start in the earlier layout
+            model = {f"o{i}": {"v": i} for i in range(rng.randint(1, 3))}
+            state.meta_blob = GroupMeta(n_keys=len(model), n_buckets=1).dumps()
+            state.entries = {0: pickle.dumps(model)}
+            model = {k: dict(v) for k, v in model.items()}
+        for _ in range(rng.randint(1, 30)):
+            store = state.store()
+            touched = rng.sample([f"k{i}" for i in range(25)] + list(model), rng.randint(0, 6))
+            for key in touched:
+                rec = store.record_for(key)
+                if rng.random() < 0.2:
+                    rec.clear()
+                    model.pop(key, None)
+                else:
+                    rec["v"] = model.setdefault(key, {"v": 0})["v"] + 1
+                    model[key]["v"] = rec["v"]
+            state.write(store, touched)
+            meta = GroupMeta.loads(state.meta_blob)
+            assert state.records() == model, trial
+            assert meta.n_keys == len(model)
+            if meta.inline is not None:  # the invariant: one bucket, and no entry holds a record
+                assert meta.n_buckets == 1
+                assert not any(pickle.loads(b) for b in state.entries.values())
+
+
+def test_meta_layouts_read_and_refused():
+    inline = GroupMeta(1, 1, inline=pickle.dumps({"a": {"v": 1}}))
+    assert GroupMeta.loads(inline.dumps()).inline == inline.inline
+    assert GroupMeta.loads(GroupMeta(2, 5).dumps()).inline is None
+    import pytest
+
+    from sparkstate.errors import CheckpointMismatchError
+
+    with pytest.raises(CheckpointMismatchError, match="layout version 3"):
+        GroupMeta.loads(pickle.dumps((3, 1, 0, {}, {}, None)))
+
+
+def test_a_restored_one_bucket_group_is_written_inline_on_rocksdb_only():
+    from types import SimpleNamespace
+
+    from sparkstate.engine.ttl import TtlCleanup
+    from sparkstate.runtime.spark_processor import KeyGroupRunner
+
+    class Plan:
+        def records(self, blob):
+            return [("a", {"v": 1}), ("b", {"v": 2})]
+
+    class Written:
+        def __init__(self, inline):
+            self.inline = inline
+
+        def write(self, buckets, meta, deleted=()):
+            self.buckets, self.meta = buckets, meta
+
+    for inline, size in ((True, 8), (False, 8), (True, 1)):
+        runner = SimpleNamespace(spec=SimpleNamespace(restore=Plan(), bucket_size=size), cleanup=TtlCleanup([]))
+        written = Written(inline)
+        KeyGroupRunner._restore(runner, [b"group"], written, 5_000)  # type: ignore[arg-type]
+        meta = GroupMeta.loads(written.meta)
+        held = {k: r for blob in [*(b for _, b in written.buckets), meta.inline] if blob
+                for k, r in pickle.loads(blob).items()}
+        assert held == {"a": {"v": 1}, "b": {"v": 2}}
+        assert (meta.inline is not None) == (inline and meta.n_buckets == 1)

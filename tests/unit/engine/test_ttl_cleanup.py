@@ -411,7 +411,9 @@ def test_a_key_group_restored_on_spark_is_swept_one_interval_later():
             return [("a", {"v": (1, 0)}), ("b", {"plain": 2})]
 
     class Written:
-        def write(self, buckets, meta):
+        inline = False
+
+        def write(self, buckets, meta, deleted=()):
             self.meta = meta
 
     cleanup = TtlCleanup([ValueStateDescriptor("v", int).enable_time_to_live(ttl(interval=700))])
