@@ -20,6 +20,11 @@ directory, Spark's noop sink. Every engine reads the same generated events:
   Spark's documentation writes it.
 * ``spark tws (pandas)``: ``groupBy(key).transformWithStateInPandas``, likewise.
 
+The file rows are then measured again against the generator in one process per batch size,
+the two runs in turn for ``--rounds`` rounds after a warm-up of each: separate processes
+compare mostly how fast each path's JVM code warms up, and one run each is within this
+machine's noise of the other (batch times move by 10-25% between identical runs).
+
 The baselines run on a prefix of the input (``--baseline-events``) to keep the run short;
 events/s are comparable. Each measurement runs in its own process: a short warm-up run of
 the same query shape (not measured), then the measured run, whose peak resident memory
@@ -44,6 +49,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench_common import (
     CSV_FILE_EVENTS,
@@ -132,7 +138,7 @@ def _polled(job, ckpt: Path, spark) -> dict:
 
 
 def _run_sparkstate(spark, events: int, keys: int, max_batch: int, backend: str, key_groups: int, ckpt: Path,
-                    ttl: bool = False, csv: str = "", metrics: bool = False) -> dict:
+                    ttl: bool = False, csv: str = "", metrics: bool = False, full: bool = False) -> Any:
     from sparkstate import Job, NoopSink
     from sparkstate.jobs.running_sum import OUTPUT as SUM_OUTPUT
     from sparkstate.jobs.running_sum import build
@@ -142,11 +148,11 @@ def _run_sparkstate(spark, events: int, keys: int, max_batch: int, backend: str,
         job = Job("running-sum-ttl").source(job.source_spec).key_by("merchant_id").process(
             _TtlRunningSum.make(), output_schema=SUM_OUTPUT)
     job = job.sink(NoopSink()).with_settings(state_backend=backend, key_groups=key_groups, trigger_interval="0 seconds")
-    if csv:  # files are an unbounded source: run until the events are read
-        return _figures(run_until_read(job, ckpt, spark, events))
     if metrics:
         return _polled(job, ckpt, spark)
-    return _figures(job.run(checkpoint_dir=ckpt, spark=spark))
+    # files are an unbounded source: run until the events are read
+    result = run_until_read(job, ckpt, spark, events) if csv else job.run(checkpoint_dir=ckpt, spark=spark)
+    return result if full else _figures(result)
 
 
 def _figures(result) -> dict:
@@ -277,6 +283,33 @@ def child_throughput(args: argparse.Namespace) -> dict:
     return measure(once, args.events, args.warmup if ours else args.events // 10)
 
 
+def child_alternating(args: argparse.Namespace) -> dict:
+    """The generator and the CSV files at one batch size in one process: a warm-up of each,
+    then ``--rounds`` rounds of the two measured runs in turn, so that neither is measured on a
+    colder JVM (separate processes compare mostly how fast each warms up)."""
+    spark = _session()
+    work = Path(tempfile.mkdtemp(prefix="sparkstate-bench-pair-"))
+    out: dict[str, list[dict]] = {"generator": [], "files": []}
+
+    def once(source: str, events: int, ckpt: Path) -> dict:
+        csv = args.csv if source == "files" else ""
+        result = _run_sparkstate(spark, events, args.keys, args.max_batch, "rocksdb", args.key_groups, ckpt, csv=csv,
+                                 full=True)
+        data = [p for p in result.progress if p.get("events")][1:]  # the first batch pays the query's start
+        return {**_figures(result), "batch_events": sum(p["events"] for p in data),
+                "batch_ms": [p["durationMs"]["triggerExecution"] for p in data]}
+
+    try:
+        for source in out:
+            once(source, min(args.events, 2 * args.max_batch), work / f"warmup-{source}")
+        for r in range(args.rounds):
+            for source in out:
+                out[source].append(once(source, args.events, work / f"{source}-{r}"))
+        return out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def _write_sweep_input(folder: Path, state_keys: int, touch: int, batches: int) -> None:
     import numpy as np
     import pyarrow as pa
@@ -359,6 +392,35 @@ def _child(args: list[str]) -> dict:
     return run_child(HERE, args)  # type: ignore[return-value]
 
 
+def _alternating(console, args: argparse.Namespace, common: list[str], files: list[str]) -> None:
+    """The generator against the CSV files at both batch sizes, each size in one process with
+    the two runs in turn (:func:`child_alternating`): half the events a run, or four batches."""
+    from rich.table import Table
+
+    table = Table(title=f"W1, generator and CSV files in one process, in turn, {args.rounds} rounds (events/s and "
+                        "batch medians after each run's first batch)", title_justify="left")
+    for col in ("batch size", "source", "events/s after 1st batch", "batch ms (median)", "each round's events/s",
+                "vs the generator"):
+        table.add_column(col, justify="left" if col in ("batch size", "source") else "right")
+    for size in dict.fromkeys([args.max_batch, args.small_batch]):
+        events = min(args.events, max(args.events // 2, 4 * size))
+        if events < 2 * size:  # the first batch is left out: nothing would be measured
+            console.print(f"  (no {size:,}-event batches in turn: {args.events:,} events are fewer than two batches)")
+            continue
+        console.print(f"  generator and CSV files in turn, {size:,}-event batches, {events:,} events a run ...")
+        common_size = [*common[:common.index("--max-batch")], *common[common.index("--max-batch") + 2:]]
+        r = _child([*common_size, "--mode", "alternate", "--max-batch", str(size), "--events", str(events),
+                    "--rounds", str(args.rounds), *files])
+        rate = {}
+        for source, runs in r.items():
+            rate[source] = sum(x["batch_events"] for x in runs) * 1000.0 / sum(sum(x["batch_ms"]) for x in runs)
+            rounds = ", ".join(f"{x['batch_events'] * 1000.0 / sum(x['batch_ms']):,.0f}" for x in runs)
+            vs = f"{rate[source] / rate['generator'] - 1:+.1%}" if source != "generator" else ""
+            table.add_row(f"{size:,}", source, f"{rate[source]:,.0f}",
+                          f"{statistics.median(ms for x in runs for ms in x['batch_ms']):,.0f}", rounds, vs)
+    console.print(table)
+
+
 def _dedup(console, args: argparse.Namespace, common: list[str]) -> None:
     from rich.table import Table
 
@@ -400,12 +462,15 @@ def main() -> None:
     parser.add_argument("--spark-ui", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--csv-warmup", default="", help=argparse.SUPPRESS)
     parser.add_argument("--skip-files", action="store_true", help="no CSV file-source rows (and no Flink rows)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of the generator-and-files runs in one process (0: none)")
     parser.add_argument("--small-batch", type=int, default=100_000,
                         help="events per micro-batch of the small-batch rows (generator and files)")
     args = parser.parse_args()
 
     if args.child:
-        result = child_sweep(args) if args.mode == "sweep" else child_throughput(args)
+        modes = {"sweep": child_sweep, "alternate": child_alternating}
+        result = modes.get(args.mode, child_throughput)(args)
         print(json.dumps(result))
         return
 
@@ -472,6 +537,8 @@ def main() -> None:
             f"{r['steady']:,.0f}" if r.get("steady") else "-", mb(r["peak_bytes"]),
         )
     console.print(table)
+    if not args.skip_files and args.rounds:
+        _alternating(console, args, common, files)
     shutil.rmtree(work, ignore_errors=True)
     ours = results["sparkstate (RocksDB)"]
     for name, r in results.items():
