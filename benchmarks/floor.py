@@ -1,7 +1,7 @@
 """Floor benchmark: what a micro-batch of 100 events costs, sparkstate against Spark's own
 streaming aggregation on the same input, in one Spark session, with where the time goes.
 
-    python benchmarks/floor.py                  # 3 rounds of 40 batches of 100 events each (3-4 minutes)
+    python benchmarks/floor.py                  # 3 rounds of 40 batches of 100 events each (4-8 minutes)
     python benchmarks/floor.py --batches 100 --rounds 2
 
 The input is the UPI generator (sparkstate's Spark data source, read raw by Spark's rows), 100
@@ -10,7 +10,10 @@ events per micro-batch over 1,000 merchants, RocksDB state, 2 local cores, noop 
 * ``spark sql``: ``groupBy(merchant_id).agg(count, sum)`` in update mode (Spark's own stateful
   aggregation, no Python);
 * ``spark transformWithState``: the row API with a ValueState per key (Python per key);
-* ``sparkstate``: W1 (``sparkstate.jobs.running_sum``) as users run it.
+* ``sparkstate``: W1 (``sparkstate.jobs.running_sum``) as users run it;
+* ``sparkstate (hashmap)``: the same job on the hashmap backend, ``applyInPandasWithState`` on
+  Spark's in-memory store, whose key group arrives with its state row and needs no state call
+  (the other rows keep RocksDB, so this row shows what the state calls cost, not a like-for-like).
 
 Each engine first runs a warm-up query of its kind; then the three run their measured queries
 in turn, ``--rounds`` times, so that none is measured on a colder JVM than the others (the JVM
@@ -45,8 +48,11 @@ def _spark_query(spark, kind: str, events: int, ckpt: Path) -> list[dict]:
     from keyed_state import OUTPUT, _RowRunningSum  # benchmarks/ is the script's own folder
     from pyspark.sql import functions as F
 
+    from sparkstate.runtime.spark_session import state_store_class
     from sparkstate.runtime.spark_sources import spark_source
 
+    # the session's store is whichever the last sparkstate run set (the hashmap row sets another)
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", state_store_class("rocksdb"))
     df = spark_source(_generator(events)).raw(spark, None).select("merchant_id", "amount")
     if kind == "sql":
         out = df.groupBy("merchant_id").agg(F.count("*").alias("count"), F.sum("amount").alias("total"))
@@ -60,11 +66,11 @@ def _spark_query(spark, kind: str, events: int, ckpt: Path) -> list[dict]:
     return [p for p in progress if p["numInputRows"]]
 
 
-def _sparkstate(spark, events: int, ckpt: Path) -> list[dict]:
+def _sparkstate(spark, events: int, ckpt: Path, backend: str = "rocksdb") -> list[dict]:
     from sparkstate import NoopSink
     from sparkstate.jobs.running_sum import build
 
-    job = build(_generator(events)).sink(NoopSink()).with_settings(state_backend="rocksdb", trigger_interval="0 seconds")
+    job = build(_generator(events)).sink(NoopSink()).with_settings(state_backend=backend, trigger_interval="0 seconds")
     result = job.run(checkpoint_dir=ckpt, spark=spark)
     return [p for p in result.progress if p.get("events")]
 
@@ -105,6 +111,7 @@ def main() -> None:
         ("spark sql (groupBy.agg, update)", lambda ck, n: _spark_query(spark, "sql", n, ck)),
         ("spark transformWithState (row)", lambda ck, n: _spark_query(spark, "row", n, ck)),
         ("sparkstate W1", lambda ck, n: _sparkstate(spark, n, ck)),
+        ("sparkstate W1 (hashmap)", lambda ck, n: _sparkstate(spark, n, ck, "hashmap")),
     ]
     runs: dict[str, list[list[dict]]] = {name: [] for name, _ in rows}
     with tempfile.TemporaryDirectory(prefix="sparkstate-bench-floor-") as work:
