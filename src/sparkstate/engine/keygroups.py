@@ -201,7 +201,8 @@ class KeyGroupStore:
         """Bucket ``b``'s ``{key: record}``, read from the state store the first time."""
         bucket = self.buckets.get(b)
         if bucket is None:
-            inline = self.meta.inline
+            # an inline bucket is bucket 0 (its group has one bucket); any other is an entry
+            inline = self.meta.inline if b == 0 else None
             blob = inline if inline is not None else self._read(b) if self.meta.n_keys else None
             if blob is not None:
                 self.reads += 1
@@ -274,6 +275,10 @@ class KeyGroupStore:
             ev, pt = timer_minimums(self.buckets[b].values())
             _set_or_drop(meta.event_min, b, ev)
             _set_or_drop(meta.proc_min, b, pt)
+        if dirty:
+            # the buckets are written as entries now (bucket 0 among them), so an inline copy
+            # would be stale: :meth:`flush_entries` puts a one-bucket group's back
+            meta.inline = None
         return [(b, dumps_state(self.buckets[b])) for b in sorted(dirty)]
 
     def flush_entries(self, touched: Iterable[Any]) -> tuple[list[tuple[int, bytes]], list[int]]:
@@ -282,8 +287,7 @@ class KeyGroupStore:
         entry, if any, is deleted); a group that split out of one writes every bucket as an entry."""
         writes = self.flush(touched)
         meta = self.meta
-        if meta.n_buckets > 1:
-            meta.inline = None  # the split rewrote bucket 0, so it is among the writes
+        if meta.n_buckets > 1:  # a split rewrote bucket 0, so it is among the writes
             return writes, []
         if not writes:
             return [], []

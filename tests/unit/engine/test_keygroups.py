@@ -238,6 +238,29 @@ def test_inline_buckets_hold_every_record_once_against_a_model():
                 assert not any(pickle.loads(b) for b in state.entries.values())
 
 
+def test_a_batch_written_as_entries_after_inline_ones_leaves_no_stale_inline_bucket():
+    """The entries-only layout (``flush``, as the hashmap backend and earlier versions write)
+    over a group whose bucket is inline: the entries win, split or not."""
+    for size, added in ((2, ["b", "c"]), (4, ["b"])):
+        state = Entries(size=size)
+        store = state.store()
+        store.record_for("a")["v"] = 1
+        state.write(store, ["a"])
+        assert GroupMeta.loads(state.meta_blob).inline is not None
+        store = state.store()
+        store.record_for("a")["v"] = 2
+        for k in added:
+            store.record_for(k)["v"] = k
+        for b, blob in store.flush(["a", *added]):
+            state.entries[b] = blob
+        state.meta_blob = store.meta.dumps()
+        assert GroupMeta.loads(state.meta_blob).inline is None
+        expected = {"a": {"v": 2}, **{k: {"v": k} for k in added}}
+        assert state.records() == expected
+        reread = state.store()
+        assert dict(reread.all_records()) == expected
+
+
 def test_meta_layouts_read_and_refused():
     inline = GroupMeta(1, 1, inline=pickle.dumps({"a": {"v": 1}}))
     assert GroupMeta.loads(inline.dumps()).inline == inline.inline
