@@ -99,11 +99,10 @@ def main() -> None:
 
     console = Console(highlight=False, width=max(140, Console().width))
     spark = get_spark(parallelism=2, log_file=Path(tempfile.gettempdir()) / "sparkstate-bench-spark.log")
-    # Spark's queries get the state store settings sparkstate's run sets for its own
+    # Spark's queries get the state store settings sparkstate's run sets for its own (the store
+    # itself each query sets, see _spark_query)
     from sparkstate import JobSettings
-    from sparkstate.runtime.spark_session import state_store_class
 
-    spark.conf.set("spark.sql.streaming.stateStore.providerClass", state_store_class("rocksdb"))
     for key, value in JobSettings().checkpoint.spark_conf().items():
         spark.conf.set(key, value)
     events = 100 * args.batches

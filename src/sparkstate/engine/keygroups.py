@@ -121,7 +121,6 @@ class GroupMeta:
     proc_min: dict[int, int] = field(default_factory=dict)
     #: the Spark timer currently registered to wake this group, if any
     wake: int | None = None
-    version: int = LAYOUT_VERSION
     #: the group's broadcast state: the reference of its content (``engine/broadcast.py``)
     broadcast: str | None = None
     #: TTL cleanup (``engine/ttl.py``): where the incremental cleanup goes on, as
@@ -131,9 +130,13 @@ class GroupMeta:
     #: the group's only bucket, pickled, when it is kept here rather than in a bucket entry
     inline: bytes | None = None
 
+    @property
+    def version(self) -> int:
+        """The layout this meta is written in: whether it holds its group's bucket decides it."""
+        return LAYOUT_VERSION if self.inline is None else INLINE_LAYOUT_VERSION
+
     def dumps(self) -> bytes:
-        version = LAYOUT_VERSION if self.inline is None else INLINE_LAYOUT_VERSION
-        fields: tuple[Any, ...] = (version, self.n_buckets, self.n_keys, self.event_min, self.proc_min, self.wake)
+        fields: tuple[Any, ...] = (self.version, self.n_buckets, self.n_keys, self.event_min, self.proc_min, self.wake)
         # the later fields only when set: a meta without them keeps the format it always had
         if self.inline is not None:
             fields += (self.broadcast, self.ttl_cursor, self.sweep_at, self.inline)
@@ -160,7 +163,7 @@ class GroupMeta:
         broadcast = fields[6] if len(fields) > 6 else None
         cursor, sweep_at = fields[_TTL_FIELDS:_TTL_FIELDS + 2] if len(fields) >= _TTL_FIELDS + 2 else ((0, 0), None)
         inline = fields[_TTL_FIELDS + 2] if len(fields) > _TTL_FIELDS + 2 else None
-        return GroupMeta(n_buckets, n_keys, event_min, proc_min, wake, version, broadcast, tuple(cursor), sweep_at, inline)
+        return GroupMeta(n_buckets, n_keys, event_min, proc_min, wake, broadcast, tuple(cursor), sweep_at, inline)
 
     def next_wake(self, processing_time: int) -> int | None:
         """When Spark should call this group next though no input arrives for it.
