@@ -147,6 +147,9 @@ def explain_job(job_name: str, events: int, source_spec: str | None, sink_spec: 
               "give another --checkpoint.")
 @click.option("--allow-non-restored-state", is_flag=True,
               help="With --from-savepoint: drop the savepoint's states the job no longer declares instead of refusing.")
+@click.option("--trust-savepoint", is_flag=True,
+              help="With --from-savepoint: you trust who wrote the savepoint, so its pickled values (state with no "
+              "safe encoding, or a savepoint of format 1) may be unpickled, which runs code its writer chose.")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), metavar="PORT",
               help="Serve the run's metrics over HTTP on this port (0: any free one): a live dashboard at /, Flink's "
               "/jobs/ID/metrics?get=... and /jobs/ID/checkpoints, and Prometheus's /metrics.")
@@ -186,6 +189,7 @@ def run(
     quiet: bool,
     from_savepoint: str | None,
     allow_non_restored_state: bool,
+    trust_savepoint: bool,
     metrics_port: int | None,
     metrics_host: str,
     spark_ui: bool,
@@ -201,7 +205,12 @@ def run(
 
     try:
         settings, rocksdb = _split_settings(settings)
-        run_options = {"metrics_port": metrics_port, "metrics_host": metrics_host, "spark_ui": spark_ui, "master": master}
+        if trust_savepoint and not from_savepoint:
+            from sparkstate.errors import JobDefinitionError
+
+            raise JobDefinitionError("--trust-savepoint applies to a restore: add --from-savepoint PATH")
+        run_options = {"metrics_port": metrics_port, "metrics_host": metrics_host, "spark_ui": spark_ui, "master": master,
+                       "trust_savepoint": trust_savepoint}
         if not settings:  # only RocksDB options: not a generator setting
             ctx.set_parameter_source("settings", ParameterSource.DEFAULT)
         if is_pipeline(job_name):
@@ -764,6 +773,13 @@ def savepoint_command(job_name: str, stop: bool, batch: int | None, checkpoint_d
     console.print(_savepoint_table(meta, time.monotonic() - started))
     restore = job_arg if job_arg != job_name else str(meta.get("job") or job_name)
     console.print(text(_restore_hint(restore, str(meta["location"]))), soft_wrap=True)
+    pickled = [*("the keys" if n == "__key" else f"state {n!r}" for n in meta.get("pickled", ())),
+               *(["the broadcast state"] if (meta.get("broadcast") or {}).get("encoding") == "pickle"
+                                           else [])]
+    if pickled:
+        errors.print(labelled("note:", "yellow", f"{', '.join(pickled)} hold values with no safe encoding (types other "
+                              "than numbers, strings, bytes, dates, dataclasses, named tuples and containers of them), "
+                              "so they are pickled: a restore needs --trust-savepoint (docs/savepoints.md)"), soft_wrap=True)
 
 
 def _job_checkpoint(job_arg: str) -> tuple[str, str]:
@@ -947,10 +963,15 @@ def list_savepoints(directory: str | None) -> None:
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Rows to print with --state.")
 @click.option("--timers", is_flag=True, help="The first rows of the timers.")
 @click.option("--batch", type=click.IntRange(min=0), help="A checkpoint's committed batch [the last].")
-def show_state(path: str, key: str | None, state_name: str | None, limit: int, timers: bool, batch: int | None) -> None:
+@click.option("--trust-savepoint", "trusted", is_flag=True,
+              help="Unpickle the savepoint's pickled values (shown as placeholders otherwise): only for a savepoint you "
+              "trust, as unpickling runs code its writer chose.")
+def show_state(path: str, key: str | None, state_name: str | None, limit: int, timers: bool, batch: int | None,
+               trusted: bool) -> None:
     """Print the state in a savepoint, or in a stopped job's checkpoint (read through Spark).
 
     Without --key, --state or --timers: what PATH holds (job, states, keys, watermark, source offset).
+    Reading a savepoint runs no code from it (see --trust-savepoint).
     """
     from sparkstate.savepoint.format import METADATA_FILE
 
@@ -959,16 +980,16 @@ def show_state(path: str, key: str | None, state_name: str | None, limit: int, t
         if local is not None and (local / METADATA_FILE).is_file() and batch is None:
             from sparkstate.savepoint.reader import read_savepoint
 
-            reader = read_savepoint(local)
+            reader = read_savepoint(local, trusted=trusted)
         elif local is not None and not (local / "sparkstate.json").is_file() and batch is None:
             from sparkstate.savepoint.reader import read_savepoint
 
-            reader = read_savepoint(local)  # says what is wrong: missing, unfinished, not a savepoint
+            reader = read_savepoint(local, trusted=trusted)  # says what is wrong: missing, unfinished, not a savepoint
         else:
             from sparkstate.runtime.state_frames import open_state
 
             console.print(text(f"reading {path} through Spark's state data source (starting Spark takes a few seconds)..."))
-            reader = open_state(path, batch=batch)
+            reader = open_state(path, batch=batch, trusted=trusted)
         if key is not None:
             _print_key(reader, key, state_name)
         elif state_name is not None:

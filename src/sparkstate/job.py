@@ -82,6 +82,7 @@ class Job(JobDescription):
         on_notice: Callable[[str], None] | None = None,
         from_savepoint: str | Path | None = None,
         allow_non_restored_state: bool = False,
+        trust_savepoint: bool = False,
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
         spark_ui: bool = True,
@@ -106,7 +107,9 @@ class Job(JobDescription):
         position, with any partitions and either state backend. A savepoint that does not fit
         the job is refused before anything runs (:class:`~sparkstate.errors.SavepointError`); a
         state the savepoint holds and the job no longer declares is refused unless
-        ``allow_non_restored_state`` (then it is dropped).
+        ``allow_non_restored_state`` (then it is dropped). Reading a savepoint runs no code from
+        it; one that stores pickled values (state of types with no safe encoding, or written by
+        an older version) is refused unless ``trust_savepoint`` says you trust who wrote it.
 
         ``metrics_port`` serves the run's metrics over HTTP while it runs, on ``metrics_host``
         (127.0.0.1: this machine only): a live dashboard at ``/``, Flink's
@@ -125,7 +128,7 @@ class Job(JobDescription):
         if metrics_port is None:
             spark = self._cluster_session(spark, master, spark_ui, log_file)
             return self._run(checkpoint_dir, spark, on_progress, timeout, log_file, until, fresh, on_notice,
-                             from_savepoint, allow_non_restored_state, spark_ui)
+                             from_savepoint, allow_non_restored_state, spark_ui, trust_savepoint)
         from sparkstate.metrics.endpoint import JobMetrics, MetricsServer
         from sparkstate.runtime.spark_session import spark_ui_url
 
@@ -143,7 +146,7 @@ class Job(JobDescription):
         try:
             spark = self._cluster_session(spark, master, spark_ui, log_file)  # after the port is known to be free
             result = self._run(checkpoint_dir, spark, progress, timeout, log_file, until, fresh, on_notice,
-                               from_savepoint, allow_non_restored_state, spark_ui)
+                               from_savepoint, allow_non_restored_state, spark_ui, trust_savepoint)
         except BaseException:
             metrics.finish("FAILED")
             raise
@@ -171,7 +174,7 @@ class Job(JobDescription):
 
     def _run(self, checkpoint_dir: Any, spark: Any, on_progress: Any, timeout: Any, log_file: Any, until: Any,
              fresh: bool, on_notice: Any, from_savepoint: Any, allow_non_restored_state: bool,
-             spark_ui: bool = True) -> RunResult:
+             spark_ui: bool = True, trust_savepoint: bool = False) -> RunResult:
         from sparkstate.runtime.run_loop import run_job
 
         return run_job(
@@ -186,6 +189,7 @@ class Job(JobDescription):
             on_notice=on_notice,
             from_savepoint=None if from_savepoint is None else str(from_savepoint),
             allow_non_restored_state=allow_non_restored_state,
+            trust_savepoint=trust_savepoint,
             spark_ui=spark_ui,
         )
 

@@ -32,10 +32,18 @@ class HadoopDirectory:
         return self.storage.exists(*relative.split("/")) if relative else self.storage.exists()
 
     def publish(self, final: Any) -> None:
-        # a directory rename (HDFS: atomic; an object store copies, so a reader may see it late)
+        # a directory rename (HDFS: atomic; an object store copies, so a reader may see it late).
+        # Hadoop moves a directory renamed onto an existing one into it: a writer that lost the
+        # race finds its directory inside the other's savepoint, takes it out and is refused
+        if final.exists():
+            raise FileExistsError(final.location)
         storage = self.storage
         if not storage._call((), lambda p: storage._fs.rename(p, final.storage._jpath())):
             raise OSError(f"cannot rename {self.location} to {final.location}")
+        name = self.location.rsplit("/", 1)[-1]
+        if final.exists(name):
+            HadoopDirectory(f"{final.location}/{name}", self._spark).remove()
+            raise FileExistsError(final.location)
 
     def remove(self) -> None:
         self.storage.delete()

@@ -15,13 +15,13 @@ until then the processor uses the saved one (``OperatorSpec.restored_watermark_m
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from sparkstate.errors import SavepointError
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
 from sparkstate.runtime.storage import join
-from sparkstate.savepoint.compat import RestorePlan, check_restore
+from sparkstate.savepoint.compat import RestorePlan, restore_plan
 from sparkstate.savepoint.files import Savepoint, open_savepoint
 from sparkstate.savepoint.format import STATE_DIR
 
@@ -64,13 +64,16 @@ def prepare_restore(
     checkpoint: CheckpointDir,
     *,
     allow_non_restored_state: bool = False,
+    trusted: bool = False,
+    broadcast: tuple = (),
     spark: Any = None,
     fresh: bool = False,
 ) -> Restore:
     """Open and check a savepoint for the job (``job_meta``: ``checkpoint.job_metadata``):
     refused, before anything is written or deleted, when it is missing, damaged, of another
-    job or format, or does not fit the job's state (``savepoint/compat.py``). ``fresh``: the
-    checkpoint's committed batches are about to be deleted (``--fresh``), so they are no
+    job or format, holds pickled values and is not ``trusted``, or does not fit the job's
+    state (``savepoint/compat.py``; ``broadcast``: the job's broadcast states). ``fresh``:
+    the checkpoint's committed batches are about to be deleted (``--fresh``), so they are no
     reason to refuse."""
     from sparkstate.runtime.savepoints import directory_of
 
@@ -87,11 +90,8 @@ def prepare_restore(
         )
     savepoint = open_savepoint(directory_of(location, spark))
     savepoint.meta["location"] = savepoint.location
-    plan, notes = check_restore(savepoint.meta, job_meta, descriptors,
-                                allow_non_restored_state=allow_non_restored_state, where=savepoint.location)
-    savepoint.verify()
-    # the executors read the files again: they take only the bytes checked here
-    plan = replace(plan, checksums=frozenset(e["sha256"] for e in savepoint.meta["files"].values()))
+    plan, notes = restore_plan(savepoint, job_meta, descriptors, allow_non_restored_state=allow_non_restored_state,
+                               trusted=trusted, broadcast=broadcast)
     return Restore(savepoint, plan, tuple(notes))
 
 

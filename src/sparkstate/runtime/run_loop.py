@@ -137,6 +137,7 @@ def run_job(
     on_notice: Callable[[str], None] | None = None,
     from_savepoint: str | None = None,
     allow_non_restored_state: bool = False,
+    trust_savepoint: bool = False,
     spark_ui: bool = False,
 ) -> RunResult:
     """Run ``job`` until its bounded source is done, ``until(result)`` holds, ``timeout``
@@ -150,7 +151,8 @@ def run_job(
 
     ``from_savepoint`` starts the new checkpoint from a savepoint's state, watermark and
     source offsets (``restore.py``); it is checked before anything is written, and a run that
-    resumes a checkpoint restored from that savepoint just resumes."""
+    resumes a checkpoint restored from that savepoint just resumes. A savepoint that stores
+    pickled values is restored only with ``trust_savepoint`` (``savepoint/values.py``)."""
     from sparkstate.runtime.spark_session import get_spark
 
     if checkpoint_dir is None or str(checkpoint_dir).strip() == "":
@@ -166,7 +168,7 @@ def run_job(
         return _run_locked(job, checkpoint, lock, spark=spark, on_progress=on_progress, timeout=timeout,
                            log_file=log_file, until=until, fresh=fresh, on_notice=on_notice,
                            from_savepoint=from_savepoint, allow_non_restored_state=allow_non_restored_state,
-                           spark_ui=spark_ui)
+                           trust_savepoint=trust_savepoint, spark_ui=spark_ui)
 
 
 def _run_locked(
@@ -183,6 +185,7 @@ def _run_locked(
     on_notice: Callable[[str], None] | None,
     from_savepoint: str | None = None,
     allow_non_restored_state: bool = False,
+    trust_savepoint: bool = False,
     spark_ui: bool = False,
 ) -> RunResult:
     from sparkstate.runtime.spark_session import active_session, get_spark, local_cores, state_store_class, submitted
@@ -241,8 +244,11 @@ def _run_locked(
         from sparkstate.runtime.restore import prepare_restore
 
         # checked before --fresh deletes anything: a savepoint that does not fit changes nothing
+        connected = job.connected
         restore = prepare_restore(from_savepoint, meta, descriptors, checkpoint,
-                                  allow_non_restored_state=allow_non_restored_state, spark=spark, fresh=fresh)
+                                  allow_non_restored_state=allow_non_restored_state, trusted=trust_savepoint,
+                                  broadcast=tuple(connected.broadcast) if connected and connected.is_broadcast else (),
+                                  spark=spark, fresh=fresh)
         meta["restored_from"] = restore.identity()
         result.warnings += [*restore.notes, *restore_notes(source, restore.savepoint.meta)]
         if job.connected is not None:
@@ -253,7 +259,8 @@ def _run_locked(
             if saved_second is not None:
                 result.warnings += restore_notes(job.connected.source, saved_second)
             broadcast_content, notes = restored_broadcast(
-                restore.savepoint, declared_broadcast(job.connected), allow_non_restored_state=allow_non_restored_state)
+                restore.savepoint, declared_broadcast(job.connected), allow_non_restored_state=allow_non_restored_state,
+                decoder=restore.plan.decoder)
             result.warnings += notes
             if broadcast_content is not None:
                 from sparkstate.engine.broadcast import content_ref

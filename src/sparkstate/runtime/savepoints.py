@@ -293,8 +293,8 @@ def take_savepoint(
     try:
         if connected and connected.get("kind") == "broadcast":
             content = broadcast_content(spark, checkpoint, backend, batch)
-            if content is not None:
-                writer.add_broadcast(content, connected.get("broadcast") or {})
+            if content is not None:  # the checkpoint's own file (the job's trust: docs/savepoints.md)
+                writer.add_broadcast(pickle.loads(content), connected.get("broadcast") or {})
         with_meta = rocksdb_meta_groups(spark, checkpoint, batch) if backend == "rocksdb" else None
         expire = snapshot_cleanup(job_meta, meta["processing_time_ms"], meta["watermark_ms"])
         files = group_files(spark, checkpoint, backend, batch, states, expire).collect()

@@ -71,8 +71,10 @@ def read_state_spark(spark: Any, location: str, name: str, batch: int | None = N
     return to_spark(spark, open_state(location, batch=batch, spark=spark).state(name))
 
 
-def open_state(location: str | os.PathLike[str], batch: int | None = None, spark: Any = None) -> StateReader:
-    """A savepoint, or a checkpoint's committed batch (``batch``; through Spark), for reading."""
+def open_state(location: str | os.PathLike[str], batch: int | None = None, spark: Any = None, *,
+               trusted: bool = False) -> StateReader:
+    """A savepoint, or a checkpoint's committed batch (``batch``; through Spark), for reading
+    (``trusted``: a savepoint's pickled values may be unpickled, ``read_savepoint``)."""
     from sparkstate.runtime.savepoints import directory_of
     from sparkstate.runtime.storage import is_local, normalize
 
@@ -83,7 +85,7 @@ def open_state(location: str | os.PathLike[str], batch: int | None = None, spark
     if directory.exists("_savepoint.json") or not directory.exists():
         if batch is not None:
             raise SavepointError(f"{where} is a savepoint: it holds one batch, --batch applies to checkpoints")
-        return read_savepoint(directory)
+        return read_savepoint(directory, trusted=trusted)
     return read_checkpoint(where, batch, spark)
 
 

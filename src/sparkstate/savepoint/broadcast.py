@@ -1,4 +1,4 @@
-"""A savepoint's broadcast state: written once (``broadcast.pkl``), restored into every key group.
+"""A savepoint's broadcast state: written once (``broadcast.json``), restored into every key group.
 
 A broadcast job's key groups all hold the same broadcast state, so a savepoint keeps one copy
 (``SavepointWriter.add_broadcast``), whatever the number of key groups or partitions; a restore
@@ -11,12 +11,12 @@ state: a broadcast state the job no longer declares is refused unless
 
 from __future__ import annotations
 
-import pickle
 from typing import Any
 
 from sparkstate.engine.keygroups import dumps_state
 from sparkstate.errors import StateMigrationError
 from sparkstate.savepoint.files import Savepoint
+from sparkstate.savepoint.values import Decoder
 
 
 def declared_broadcast(connected: Any) -> dict[str, str]:
@@ -28,10 +28,11 @@ def declared_broadcast(connected: Any) -> dict[str, str]:
 
 def restored_broadcast(
     savepoint: Savepoint, declared: dict[str, str], *, allow_non_restored_state: bool = False,
+    decoder: Decoder | None = None,
 ) -> tuple[bytes | None, list[str]]:
-    """The broadcast content a restored job starts from (None: none) and notes for the user."""
-    content = savepoint.broadcast_bytes()
-    if content is None:
+    """The broadcast content a restored job starts from (``engine/broadcast.py``'s; None:
+    none) and notes for the user; ``decoder`` reads the savepoint's values (a restore's)."""
+    if savepoint.meta.get("broadcast") is None:
         return None, []
     entry = savepoint.meta["broadcast"]
     saved: dict[str, str] = dict(entry.get("states") or {})
@@ -54,8 +55,6 @@ def restored_broadcast(
             + "; broadcast state is restored as it was saved: keep its types, or start without the savepoint"
         )
     notes += [f"broadcast state {n!r} ({declared[n]}) is new: it starts empty" for n in sorted(set(declared) - set(saved))]
-    if not left:
-        return content, notes
-    states = pickle.loads(content)
+    states = savepoint.broadcast_states(decoder) or {}
     kept = {name: m for name, m in states.items() if name in declared}
     return (dumps_state(kept) if kept else None), notes

@@ -19,9 +19,11 @@ rules for restoring after an upgrade (docs/savepoint-evolution.md).
   (duration, options) keeps the saved times. Newer Flink converts the same way
   (``TtlAwareSerializer``); older Flink refused the change.
 
-Everything is decided on the driver before Spark runs a batch; the :class:`RestorePlan` it
-returns travels to the executors (pickled with the operator), where it turns each key
-group's file into records.
+Everything is decided on the driver before Spark runs a batch (:func:`restore_plan`): the
+savepoint's files are checked, pickled contents refused unless the savepoint is trusted, and
+every class its values name resolved to one the job declares or has imported. The
+:class:`RestorePlan` it returns travels to the executors (pickled with the operator), where
+it turns each key group's file into records with exactly those classes.
 """
 
 from __future__ import annotations
@@ -29,13 +31,15 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sparkstate.api.state import Record, StateDescriptor
 from sparkstate.errors import SavepointError, StateMigrationError
+from sparkstate.savepoint.files import Savepoint
 from sparkstate.savepoint.format import read_table, table_to_records
 from sparkstate.savepoint.migration import converter_for, kind_of, type_info, value_type
+from sparkstate.savepoint.values import Decoder, declared_classes, imported_class
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,8 @@ class RestorePlan:
     converters: dict[str, Any] = field(default_factory=dict)
     #: the SHA-256 of every file the driver checked (empty: not checked again)
     checksums: frozenset[str] = frozenset()
+    #: how the files' values are read: the classes they name, whether pickles may be read
+    decoder: Decoder = field(default_factory=Decoder)
 
     def records(self, blob: bytes) -> list[tuple[Any, Record]]:
         """A key group's savepoint file as the restored job's ``(key, record)`` pairs; a file
@@ -58,7 +64,7 @@ class RestorePlan:
             )
         out = []
         keep = set(self.keep)
-        for key, rec in table_to_records(read_table(blob)):
+        for key, rec in table_to_records(read_table(blob), self.decoder):
             for name in [n for n in rec if not n.startswith("__") and n not in keep]:
                 del rec[name]
             for name, convert in self.converters.items():
@@ -118,7 +124,45 @@ def check_restore(
         if convert is not None:
             converters[name] = convert
     keep = tuple(sorted(set(saved) & set(declared)))
-    return RestorePlan(keep, converters), notes
+    return RestorePlan(keep, converters, decoder=Decoder(declared_classes(_declared_types(descriptors)))), notes
+
+
+def _declared_types(descriptors: Sequence[StateDescriptor]) -> list[Any]:
+    """The types state descriptors declare: their values', and a MapState's keys'."""
+    return [t for d in descriptors for t in (value_type(d), getattr(d, "key_type", object))]
+
+
+def restore_plan(
+    savepoint: Savepoint,
+    job_meta: dict[str, Any],
+    descriptors: Sequence[StateDescriptor],
+    *,
+    allow_non_restored_state: bool = False,
+    trusted: bool = False,
+    broadcast: Sequence[StateDescriptor] = (),
+) -> tuple[RestorePlan, list[str]]:
+    """:func:`check_restore`, then the savepoint's files checked (``Savepoint.verify``), its
+    pickled contents refused unless ``trusted``, and the classes its values name resolved:
+    the plan a restore reads the files with. ``broadcast``: the job's broadcast states."""
+    plan, notes = check_restore(savepoint.meta, job_meta, descriptors,
+                                allow_non_restored_state=allow_non_restored_state, where=savepoint.location)
+    contents = savepoint.verify()
+    savepoint.check_trusted(contents, trusted)
+    probe = Decoder(declared_classes(_declared_types([*descriptors, *broadcast])))
+    classes: dict[str, type] = {}
+    for name in sorted(contents.classes):
+        cls = probe.resolve(name) or imported_class(name)
+        if cls is None:
+            raise SavepointError(
+                f"savepoint {savepoint.location} holds values of class {name} (module:class), which the job neither "
+                "declares as a state's type nor has imported: import it in the job's file (or declare it), so its "
+                "values are rebuilt as that class"
+            )
+        classes[name] = cls
+    decoder = Decoder(classes, trusted=trusted, where=f"savepoint {savepoint.location}")
+    # the executors read the files again: they take only the bytes checked here
+    checksums = frozenset(e["sha256"] for e in savepoint.meta["files"].values())
+    return replace(plan, checksums=checksums, decoder=decoder), notes
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,15 @@
 """Writing and reading a savepoint directory: checksums, atomic publication, and the checks
 that refuse a damaged, foreign or newer savepoint before anything uses it.
 
-A savepoint is written under a temporary name beside its final one (``<name>.inprogress``)
-and renamed when every file and ``_savepoint.json`` are written, so a savepoint that exists
-is complete; a crash leaves only the temporary directory, which is never read. Savepoints are
-never deleted by sparkstate (checkpoint retention does not touch them).
+A savepoint is written under a temporary name of its writer's beside its final one
+(``<name>.inprogress-<random>``) and renamed when every file and ``_savepoint.json`` are
+written, so a savepoint that exists is complete; two writers of one target never share a
+file, and the second to finish is refused; a crash leaves only the temporary directory,
+which is never read. Savepoints are never deleted by sparkstate (checkpoint retention does
+not touch them).
+
+Every path ``_savepoint.json`` names is the one the format gives its entry (``state/kg-N.parquet``,
+``broadcast.json``): a savepoint cannot make a reader open a file outside it.
 
 Where the bytes go is a :class:`Directory`: a local one here, a Hadoop file system's in
 ``runtime/`` (through Spark's JVM), both with the same few operations.
@@ -16,6 +21,7 @@ import hashlib
 import json
 import os
 import shutil
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,17 +33,25 @@ from sparkstate.api.state import Record
 from sparkstate.errors import SavepointError
 from sparkstate.savepoint.format import (
     FORMAT_VERSION,
+    KEY_COLUMN,
     METADATA_FILE,
     STATE_DIR,
+    column_classes,
+    dumps,
     group_file,
+    pickled_columns,
+    read_schema,
     read_table,
     table_bytes,
     table_to_records,
 )
+from sparkstate.savepoint.values import Decoder, Unencodable, encode, untrusted
 
 SAVEPOINT_KIND = "sparkstate-savepoint"
-#: a broadcast job's broadcast state: one file for all key groups (``meta["broadcast"]``)
-BROADCAST_FILE = "broadcast.pkl"
+#: a broadcast job's broadcast state: one file for all key groups (``meta["broadcast"]``), as
+#: tagged JSON, or pickled when a value has no safe encoding (format 1 always pickled it)
+BROADCAST_FILES = {"json": "broadcast.json", "pickle": "broadcast.pkl"}
+#: a writer's temporary directory is ``<name>.inprogress-<random>``
 INPROGRESS_SUFFIX = ".inprogress"
 #: the file that keeps an empty savepoint's state folder
 EMPTY_MARKER = "_empty"
@@ -79,7 +93,11 @@ class LocalDirectory:
         return str(self.path)
 
     def read(self, relative: str) -> bytes:
-        return (self.path / relative).read_bytes()
+        target = (self.path / relative).resolve()
+        if not target.is_relative_to(self.path.resolve()):  # a link out of the savepoint
+            raise SavepointError(f"{self.path / relative} leads out of {self.path} (to {target}); a savepoint's "
+                                 "files are inside it: the savepoint is damaged or crafted, and cannot be used")
+        return target.read_bytes()
 
     def write(self, relative: str, data: bytes) -> None:
         target = self.path / relative
@@ -94,7 +112,10 @@ class LocalDirectory:
 
     def publish(self, final: Directory) -> None:
         assert isinstance(final, LocalDirectory)
-        os.rename(self.path, final.path)  # fails if final exists and is not empty
+        try:
+            os.rename(self.path, final.path)  # fails if final exists and is not empty
+        except OSError as exc:
+            raise FileExistsError(str(final.path)) from exc
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
@@ -136,15 +157,19 @@ class SavepointWriter:
     metadata: dict[str, Any]
     states: list[str]
     files: list[GroupFile] = field(default_factory=list)
+    #: the columns some file stores pickled (values with no safe encoding)
+    pickled: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         if self.target.exists() and self.target.names():
-            raise SavepointError(
-                f"savepoint {self.target.location} already exists; savepoints are never overwritten: "
-                "choose another path (or delete it yourself)"
-            )
-        self._temp = self.target.sibling(Path(self.target.location.rstrip("/")).name + INPROGRESS_SUFFIX)
-        self._temp.remove()
+            raise self._exists()
+        # this writer's own: another writer of the same target writes beside it, never into it
+        name = Path(self.target.location.rstrip("/")).name
+        self._temp = self.target.sibling(f"{name}{INPROGRESS_SUFFIX}-{uuid.uuid4().hex[:12]}")
+
+    def _exists(self) -> SavepointError:
+        return SavepointError(f"savepoint {self.target.location} already exists; savepoints are never overwritten: "
+                              "choose another path (or delete it yourself)")
 
     def add_group(self, key_group: int, records: list[tuple[Any, Record]]) -> None:
         from sparkstate.savepoint.format import records_to_table
@@ -161,15 +186,24 @@ class SavepointWriter:
         path = group_file(key_group)
         self._temp.write(path, data)
         self.files.append(GroupFile(key_group, path, sha256(data), len(data), keys))
+        self.pickled.update(pickled_columns(read_schema(data)))
 
-    def add_broadcast(self, content: bytes, states: dict[str, str]) -> None:
-        """A broadcast job's broadcast state (``engine/broadcast.py``'s content: the pickled
-        ``{name: map}``), written once for every key group; ``states``: name -> description."""
-        self._temp.write(BROADCAST_FILE, content)
-        self.metadata["broadcast"] = {"path": BROADCAST_FILE, "sha256": sha256(content), "bytes": len(content),
-                                      "states": dict(states)}
+    def add_broadcast(self, value: dict[str, Any], states: dict[str, str]) -> None:
+        """A broadcast job's broadcast state (``{name: map}``), written once for every key
+        group; ``states``: name -> description."""
+        classes: set[str] = set()
+        try:
+            content, encoding = encode(value, classes).encode("utf-8"), "json"
+        except Unencodable:
+            content, encoding = dumps(value), "pickle"
+        path = BROADCAST_FILES[encoding]
+        self._temp.write(path, content)
+        self.metadata["broadcast"] = {"path": path, "sha256": sha256(content), "bytes": len(content),
+                                      "states": dict(states), "encoding": encoding, "classes": sorted(classes)}
 
     def publish(self) -> dict[str, Any]:
+        """Write the metadata and rename the directory into place; refused (nothing of this
+        writer's left) when another writer published the target first."""
         meta = dict(self.metadata)
         meta.update({
             "kind": SAVEPOINT_KIND,
@@ -178,6 +212,8 @@ class SavepointWriter:
             "bytes": sum(f.bytes for f in self.files),
             "files": {str(f.key_group): {"path": f.path, "sha256": f.sha256, "bytes": f.bytes, "keys": f.keys}
                       for f in sorted(self.files, key=lambda f: f.key_group)},
+            # what a restore must be trusted to read (informative: a reader checks each file's own)
+            "pickled": sorted(self.pickled),
         })
         if not self.files:
             # a savepoint without state still has its state folder: a restore reads the folder
@@ -185,7 +221,14 @@ class SavepointWriter:
             # file: Spark's file sources skip names starting with "." or "_")
             self._temp.write(f"{STATE_DIR}/{EMPTY_MARKER}", b"")
         self._temp.write(METADATA_FILE, json.dumps(meta, indent=1, sort_keys=True).encode("utf-8"))
-        self._temp.publish(self.target)
+        if self.target.exists() and self.target.names():
+            self.abort()
+            raise self._exists()
+        try:
+            self._temp.publish(self.target)
+        except FileExistsError:
+            self.abort()
+            raise self._exists() from None
         return meta
 
     def abort(self) -> None:
@@ -194,11 +237,16 @@ class SavepointWriter:
 
 class Savepoint:
     """A savepoint opened for reading: its metadata checked, its files read on demand and
-    checked against their checksums."""
+    checked against their checksums, their values read by ``decoder`` (by default as a
+    reader shows them: classes the process has imported, pickled values unread unless
+    ``trusted``)."""
 
-    def __init__(self, directory: Directory, meta: dict[str, Any]) -> None:
+    def __init__(self, directory: Directory, meta: dict[str, Any], decoder: Decoder | None = None,
+                 *, trusted: bool = False) -> None:
         self.directory = directory
         self.meta = meta
+        self.decoder = decoder or Decoder(imported=True, lenient=True, trusted=trusted,
+                                          where=f"savepoint {directory.location}")
 
     @property
     def location(self) -> str:
@@ -214,10 +262,25 @@ class Savepoint:
         return self._checked(self.meta["files"][str(key_group)])
 
     def broadcast_bytes(self) -> bytes | None:
-        """The broadcast state's content (None: the savepoint has none), checked against the
+        """The broadcast state's file (None: the savepoint has none), checked against the
         metadata's checksum."""
         entry = self.meta.get("broadcast")
         return self._checked(entry, " (its broadcast state)") if entry else None
+
+    def broadcast_states(self, decoder: Decoder | None = None) -> dict[str, Any] | None:
+        """The broadcast state, ``{name: map}`` (None: the savepoint has none)."""
+        content = self.broadcast_bytes()
+        if content is None:
+            return None
+        decoder = decoder or self.decoder
+        if self.meta["broadcast"].get("encoding", "pickle") == "pickle":
+            states = decoder.unpickler("its broadcast state")(content)
+        else:
+            states = decoder.decode(content.decode("utf-8"))
+        if not isinstance(states, dict):
+            raise SavepointError(f"savepoint {self.location}: its broadcast state is {type(states).__name__}, not the "
+                                 "{name: map} a broadcast state is; the savepoint is damaged")
+        return states
 
     def _checked(self, entry: dict[str, Any], what: str = "") -> bytes:
         """The bytes of the file a metadata entry (``path``, ``bytes``, ``sha256``) lists."""
@@ -244,20 +307,28 @@ class Savepoint:
         return read_table(self.group_bytes(key_group))
 
     def records(self, key_group: int) -> list[tuple[Any, Record]]:
-        return table_to_records(self.table(key_group))
+        return table_to_records(self.table(key_group), self.decoder)
 
     def all_records(self) -> Iterator[tuple[int, Any, Record]]:
         for kg in self.key_groups:
             for key, rec in self.records(kg):
                 yield kg, key, rec
 
-    def verify(self) -> None:
+    def verify(self) -> Contents:
         """Check the savepoint before a restore runs anything: every file listed is there with
         its checksum, and its ``state/`` folder holds no key-group file the metadata does not
-        list (a restore reads every ``kg-*.parquet`` file there)."""
+        list (a restore reads every ``kg-*.parquet`` file there). Returns what the files hold
+        that reading them depends on."""
+        contents = Contents()
         for kg in self.key_groups:
-            self.group_bytes(kg)
-        self.broadcast_bytes()
+            schema = read_schema(self.group_bytes(kg))
+            contents.classes |= column_classes(schema)
+            contents.pickled.update("its keys" if n == KEY_COLUMN else f"state {n!r}" for n in pickled_columns(schema))
+        if self.broadcast_bytes() is not None:
+            entry = self.meta["broadcast"]
+            contents.classes.update(entry.get("classes") or ())
+            if entry.get("encoding", "pickle") == "pickle":
+                contents.pickled.add("its broadcast state")
         listed = {Path(e["path"]).name for e in self.meta["files"].values()}
         state = self.directory.sibling(f"{Path(self.location.rstrip('/')).name}/{STATE_DIR}")
         present = state.names() if state.exists() else []
@@ -269,18 +340,36 @@ class Savepoint:
                 "restored unchecked. The savepoint cannot be used; take a new one, or remove the files that do not "
                 "belong to it"
             )
+        return contents
+
+    def check_trusted(self, contents: Contents, trusted: bool) -> None:
+        """Refuse pickled contents unless the savepoint is trusted."""
+        if contents.pickled and not trusted:
+            raise SavepointError(untrusted(f"savepoint {self.location}", ", ".join(sorted(contents.pickled))))
 
 
-def open_savepoint(directory: Directory) -> Savepoint:
+@dataclass
+class Contents:
+    """What a savepoint's files hold that reading them depends on: the classes their values
+    name (``module:qualname``), and what they store pickled (``state 'x'``, ``its keys``)."""
+
+    classes: set[str] = field(default_factory=set)
+    pickled: set[str] = field(default_factory=set)
+
+
+def open_savepoint(directory: Directory, *, trusted: bool = False) -> Savepoint:
     """Open a savepoint, refusing a missing path, an unfinished or foreign directory, damaged
-    metadata and a newer format, with what is wrong and what to do."""
+    metadata and a newer format, with what is wrong and what to do. ``trusted``: its pickled
+    values, if any, may be unpickled (``values.Decoder``)."""
     where = directory.location
     if not directory.exists():
-        partial = directory.sibling(Path(where.rstrip("/")).name + INPROGRESS_SUFFIX)
-        if partial.exists():
+        name = Path(where.rstrip("/")).name + INPROGRESS_SUFFIX
+        partial = [n for n in directory.sibling("").names() if n.startswith(name)]
+        if partial:
             raise SavepointError(
-                f"savepoint {where} does not exist: {partial.location} is a savepoint whose writing never finished "
-                "(its writer stopped), and it cannot be used. Take a new savepoint (`sparkstate savepoint JOB`)"
+                f"savepoint {where} does not exist: {partial[0]} beside it is a savepoint whose writing has not "
+                "finished (its writer is still writing, or stopped), and it cannot be used. Take a new savepoint "
+                "(`sparkstate savepoint JOB`)"
             )
         raise SavepointError(
             f"savepoint {where} does not exist. Check the path: give the directory `sparkstate savepoint` printed "
@@ -320,7 +409,7 @@ def open_savepoint(directory: Directory) -> Savepoint:
             f"savepoint {where}: {METADATA_FILE} is damaged ({problem}); the savepoint cannot be used without it. "
             "Restore the file from a copy, or take a new savepoint"
         )
-    return Savepoint(directory, meta)
+    return Savepoint(directory, meta, trusted=trusted)
 
 
 def _metadata_problem(meta: dict[str, Any]) -> str | None:
@@ -334,6 +423,17 @@ def _metadata_problem(meta: dict[str, Any]) -> str | None:
         if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) or \
                 not isinstance(entry.get("sha256"), str) or not isinstance(entry.get("bytes"), int):
             return f"the entry of key group {kg} in files is {entry!r}"
+        # the format fixes every path: none may lead elsewhere (``..``, an absolute path)
+        if entry["path"] != group_file(int(kg)):
+            return f"the file of key group {kg} is {entry['path']!r}, not {group_file(int(kg))!r}"
+    broadcast = meta.get("broadcast")
+    if broadcast is not None:
+        if not isinstance(broadcast, dict) or not isinstance(broadcast.get("sha256"), str) or \
+                not isinstance(broadcast.get("bytes"), int):
+            return f"broadcast is {broadcast!r}"
+        encoding = broadcast.get("encoding", "pickle")
+        if encoding not in BROADCAST_FILES or broadcast.get("path") != BROADCAST_FILES[encoding]:
+            return f"the broadcast state's file is {broadcast.get('path')!r} in encoding {encoding!r}"
     return None
 
 

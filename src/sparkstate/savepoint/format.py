@@ -1,4 +1,4 @@
-"""The savepoint format (version 1): a job's keyed state, timers, watermark and source offsets
+"""The savepoint format (version 2): a job's keyed state, timers, watermark and source offsets
 at one committed micro-batch, in files that do not depend on Spark's state store.
 
 A savepoint is a directory::
@@ -12,13 +12,19 @@ A *record* is what a key group keeps per key (or, for window jobs, per window):
 ``{state name: value, TIMERS_FIELD: {(domain, ts)}, HELD_FIELD: watermark}``. A file's
 columns are:
 
-* ``__key`` (binary): the record's key, pickled (exact, whatever its type);
-  ``__key_text`` (string): the same key as JSON text, for people and for lookups;
-* one column per state name (null where the record has no value). A column whose values are
-  all ``int`` (in int64), ``float``, ``str``, ``bool`` or ``bytes`` is stored as that Arrow
-  type, so any Parquet reader can read it; any other column holds pickled values. The field's
-  metadata says which (``encoding``: ``arrow`` or ``pickle``);
+* ``__key``: the record's key; ``__key_text`` (string): the same key as JSON text, for people
+  and for lookups;
+* one column per state name (null where the record has no value);
 * ``__timers`` (list of ``{domain, timestamp}``) and ``__held`` (int64, null when absent).
+
+The key column and each state column has an *encoding*, in its field's metadata
+(``encoding``): ``arrow`` when every present value is one ``int`` (in int64), ``float``,
+``str``, ``bool`` or ``bytes`` type, stored as that Arrow type so that any Parquet reader
+reads it; else ``json``, each value as tagged JSON text (``values.py``: containers, tuples,
+dates, decimals, dataclasses...), with the classes it names in the field's ``classes``; and
+only for values that have no safe encoding, ``pickle``, which a reader unpickles only when
+the savepoint is trusted (``values.Decoder``). Version 1 pickled every key and every column
+that was not ``arrow``: reading its records needs that trust.
 
 Invariants: a file holds the records of exactly one key group; a record appears in one file
 only; a state name is a column in every file of the savepoint, whatever its encoding there.
@@ -28,7 +34,6 @@ Everything here is plain Python and pyarrow: reading a savepoint needs no Spark.
 from __future__ import annotations
 
 import json
-import pickle
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,8 +42,10 @@ import pyarrow.parquet as pq
 
 from sparkstate.api.state import HELD_FIELD, TIMERS_FIELD, Record
 from sparkstate.engine.keygroups import dumps_state
+from sparkstate.errors import SavepointError
+from sparkstate.savepoint.values import Decoder, Unencodable, encode
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 METADATA_FILE = "_savepoint.json"
 STATE_DIR = "state"
 KEY_COLUMN = "__key"
@@ -47,6 +54,8 @@ TIMERS_COLUMN = "__timers"
 HELD_COLUMN = "__held"
 RESERVED_COLUMNS = (KEY_COLUMN, KEY_TEXT_COLUMN, TIMERS_COLUMN, HELD_COLUMN)
 ENCODING = b"encoding"
+#: a ``json`` column's field metadata: the classes its values name (a JSON list)
+CLASSES = b"classes"
 PICKLE_PROTOCOL = 5
 TIMER_TYPE = pa.list_(pa.struct([("domain", pa.int8()), ("timestamp", pa.int64())]))
 
@@ -77,11 +86,9 @@ _encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 
 def dumps(value: Any) -> bytes:
-    """A key or value pickled; a class defined in ``__main__`` (a script's) goes by value
-    through cloudpickle, as in the state store (``engine/keygroups.py``), so the savepoint
-    can be read where that script is not the main module (Spark's executors). Plain pickle
-    would refer to such a class by name when the process that takes the savepoint defined it.
-    """
+    """A value with no safe encoding, pickled; a class defined in ``__main__`` (a script's)
+    goes by value through cloudpickle, as in the state store (``engine/keygroups.py``), so the
+    savepoint can be read where that script is not the main module (Spark's executors)."""
     data = dumps_state(value)
     if b"__main__" in data:
         import cloudpickle
@@ -90,23 +97,37 @@ def dumps(value: Any) -> bytes:
     return data
 
 
-def _state_column(values: list[Any]) -> tuple[pa.Array, str]:
-    """A state's column: typed Arrow when every present value is of one simple type, else
-    pickled values (``None`` in ``values`` is an absent value)."""
+def _column(values: list[Any], name: str) -> tuple[pa.Field, pa.Array]:
+    """A column's field and array: typed Arrow when every present value is of one simple type,
+    else tagged JSON, else (a value with no safe encoding) pickled values. ``None`` in
+    ``values`` is an absent value; ``_PRESENT_NONE`` a stored ``None``."""
     present = [v for v in values if v is not None]
     kinds = {type(v) for v in present}
     if len(kinds) == 1:
         (kind,) = kinds
         arrow = _ARROW_TYPES.get(kind)
         if arrow is not None and (kind is not int or all(_INT64[0] <= v <= _INT64[1] for v in present)):
-            return pa.array(values, arrow), "arrow"
-    blobs = [None if v is None else dumps(None if v is _PRESENT_NONE else v) for v in values]
-    return pa.array(blobs, pa.binary()), "pickle"
+            try:
+                array = pa.array(values, arrow)
+            except (pa.ArrowInvalid, UnicodeEncodeError):
+                pass  # a string Arrow cannot hold (a lone surrogate): JSON escapes it
+            else:
+                return pa.field(name, arrow, metadata={ENCODING: b"arrow"}), array
+    classes: set[str] = set()
+    try:
+        texts = [None if v is None else encode(None if v is _PRESENT_NONE else v, classes) for v in values]
+    except Unencodable:
+        blobs = [None if v is None else dumps(None if v is _PRESENT_NONE else v) for v in values]
+        return pa.field(name, pa.binary(), metadata={ENCODING: b"pickle"}), pa.array(blobs, pa.binary())
+    metadata = {ENCODING: b"json"}
+    if classes:
+        metadata[CLASSES] = json.dumps(sorted(classes)).encode()
+    return pa.field(name, pa.string(), metadata=metadata), pa.array(texts, pa.string())
 
 
 class _PresentNone:
     """Stands for a state whose stored value is ``None`` while a table is built (a typed
-    column could not tell it from an absent value, so such a column is pickled)."""
+    column could not tell it from an absent value, so such a column is JSON)."""
 
 
 _PRESENT_NONE = _PresentNone()
@@ -123,19 +144,19 @@ def records_to_table(records: Sequence[tuple[Any, Record]], states: Sequence[str
     for name in states:
         cells = [None if (v := rec.get(name, _ABSENT)) is _ABSENT else (_PRESENT_NONE if v is None else v)
                  for rec in recs]
-        array, encoding = _state_column(cells)
-        fields.append(pa.field(name, array.type, metadata={ENCODING: encoding.encode()}))
+        field, array = _column(cells, name)
+        fields.append(field)
         arrays.append(array)
     # an empty timer set is kept as an empty list (not null): the round trip is exact
     timers = [None if (t := rec.get(TIMERS_FIELD)) is None else [{"domain": d, "timestamp": ts} for d, ts in sorted(t)]
               for rec in recs]
+    key_field, key_array = _column([_PRESENT_NONE if key is None else key for key in keys], KEY_COLUMN)
     schema = pa.schema([
-        pa.field(KEY_COLUMN, pa.binary()), pa.field(KEY_TEXT_COLUMN, pa.string()), *fields,
+        key_field, pa.field(KEY_TEXT_COLUMN, pa.string()), *fields,
         pa.field(TIMERS_COLUMN, TIMER_TYPE), pa.field(HELD_COLUMN, pa.int64()),
     ])
     return pa.Table.from_arrays(
-        [pa.array([dumps(key) for key in keys], pa.binary()),
-         pa.array([key_text(key) for key in keys], pa.string()), *arrays,
+        [key_array, pa.array([key_text(key) for key in keys], pa.string()), *arrays,
          pa.array(timers, TIMER_TYPE), pa.array([rec.get(HELD_FIELD) for rec in recs], pa.int64())],
         schema=schema,
     )
@@ -146,12 +167,46 @@ def state_names(table: pa.Table) -> list[str]:
     return [n for n in table.column_names if n not in RESERVED_COLUMNS]
 
 
-def decode_state_column(table: pa.Table, name: str) -> list[Any]:
-    """The values of state ``name`` in the table's row order (``MISSING`` where absent)."""
-    field = table.schema.field(name)
+def encoding_of(table: pa.Table | pa.Schema, name: str) -> str:
+    """A column's encoding: ``arrow``, ``json`` or ``pickle`` (version 1's binary keys are pickled)."""
+    schema = table if isinstance(table, pa.Schema) else table.schema
+    field = schema.field(name)
+    encoding = (field.metadata or {}).get(ENCODING)
+    if encoding is None:
+        return "pickle" if name == KEY_COLUMN else "arrow"
+    return encoding.decode()
+
+
+def column_classes(schema: pa.Schema) -> set[str]:
+    """The classes the JSON columns of a file's schema name."""
+    out: set[str] = set()
+    for field in schema:
+        names = (field.metadata or {}).get(CLASSES)
+        if names:
+            out.update(json.loads(names))
+    return out
+
+
+def pickled_columns(schema: pa.Schema) -> list[str]:
+    """The columns of a file that hold pickled values (the key column as ``__key``)."""
+    return [f.name for f in schema
+            if f.name not in (KEY_TEXT_COLUMN, TIMERS_COLUMN, HELD_COLUMN) and encoding_of(schema, f.name) == "pickle"]
+
+
+def decode_column(table: pa.Table, name: str, decoder: Decoder) -> list[Any]:
+    """The values of column ``name`` in the table's row order (``MISSING`` where absent)."""
     values = table.column(name).to_pylist()
-    if (field.metadata or {}).get(ENCODING) == b"pickle":
-        return [MISSING if v is None else pickle.loads(v) for v in values]
+    encoding = encoding_of(table, name)
+    if encoding == "json":
+        decode = decoder.decode
+        return [MISSING if v is None else decode(v) for v in values]
+    if encoding == "pickle":
+        what = "its keys" if name == KEY_COLUMN else f"state {name!r}"
+        unpickle = decoder.unpickler(what, shown=name != KEY_COLUMN)
+        return [MISSING if v is None else unpickle(v) for v in values]
+    if encoding != "arrow":
+        raise SavepointError(f"{decoder.where}: column {name!r} has the encoding {encoding!r}, which this sparkstate "
+                             "does not know: the savepoint is damaged, or written by a newer sparkstate")
     return [MISSING if v is None else v for v in values]
 
 
@@ -164,17 +219,19 @@ class _Missing:
 MISSING: Any = _Missing()
 
 
-def table_to_records(table: pa.Table) -> list[tuple[Any, Record]]:
-    """A key group's table back to ``(key, record)`` pairs."""
-    keys = list(map(pickle.loads, table.column(KEY_COLUMN).to_pylist()))
+def table_to_records(table: pa.Table, decoder: Decoder | None = None) -> list[tuple[Any, Record]]:
+    """A key group's table back to ``(key, record)`` pairs (``decoder``: by default, classes
+    this process has imported, and no pickled values)."""
+    decoder = decoder or Decoder(imported=True)
+    keys = decode_column(table, KEY_COLUMN, decoder)
     records: list[Record] = [{} for _ in keys]
     for name in state_names(table):
         column = table.column(name)
-        if column.null_count == 0 and (table.schema.field(name).metadata or {}).get(ENCODING) != b"pickle":
+        if column.null_count == 0 and encoding_of(table, name) == "arrow":
             for rec, value in zip(records, column.to_pylist()):  # every record holds it: no checks
                 rec[name] = value
             continue
-        for rec, value in zip(records, decode_state_column(table, name)):
+        for rec, value in zip(records, decode_column(table, name, decoder)):
             if value is not MISSING:
                 rec[name] = value
     timers = table.column(TIMERS_COLUMN)
@@ -199,3 +256,8 @@ def table_bytes(table: pa.Table) -> bytes:
 
 def read_table(data: bytes) -> pa.Table:
     return pq.read_table(pa.BufferReader(data))
+
+
+def read_schema(data: bytes) -> pa.Schema:
+    """A key group's file's schema (its footer only)."""
+    return pq.read_schema(pa.BufferReader(data))

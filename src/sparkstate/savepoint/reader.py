@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,7 +44,7 @@ from sparkstate.api.time import TimeDomain
 from sparkstate.engine.events import iso_time, key_group_of
 from sparkstate.errors import SavepointError
 from sparkstate.savepoint.files import Directory, LocalDirectory, Savepoint, open_savepoint
-from sparkstate.savepoint.format import KEY_COLUMN, MISSING, TIMERS_COLUMN, decode_state_column, key_text
+from sparkstate.savepoint.format import KEY_COLUMN, MISSING, TIMERS_COLUMN, decode_column, key_text
 
 #: the state a window job keeps its windows' contents in (``engine/windows.py``)
 WINDOWS_STATE = "windows"
@@ -91,17 +90,18 @@ class _SavepointGroups(_Groups):
         table = self.savepoint.table(kg)
         if name not in table.column_names:
             return
-        values = decode_state_column(table, name)
-        keys = table.column(KEY_COLUMN).to_pylist()
-        for blob, value in zip(keys, values):
+        decoder = self.savepoint.decoder
+        values = decode_column(table, name, decoder)
+        for key, value in zip(decode_column(table, KEY_COLUMN, decoder), values):
             if value is not MISSING:
-                yield pickle.loads(blob), value
+                yield key, value
 
     def timers(self, kg: int) -> Iterator[tuple[Any, set[tuple[int, int]]]]:
         table = self.savepoint.table(kg)
-        for blob, timers in zip(table.column(KEY_COLUMN).to_pylist(), table.column(TIMERS_COLUMN).to_pylist()):
+        keys = decode_column(table, KEY_COLUMN, self.savepoint.decoder)
+        for key, timers in zip(keys, table.column(TIMERS_COLUMN).to_pylist()):
             if timers:
-                yield pickle.loads(blob), {(t["domain"], t["timestamp"]) for t in timers}
+                yield key, {(t["domain"], t["timestamp"]) for t in timers}
 
 
 class _RecordGroups(_Groups):
@@ -399,14 +399,19 @@ def _frame(rows: list[list[Any]], columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns) if rows else pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
 
 
-def read_savepoint(location: str | os.PathLike[str] | Directory | Savepoint) -> StateReader:
+def read_savepoint(location: str | os.PathLike[str] | Directory | Savepoint, *, trusted: bool = False) -> StateReader:
     """A savepoint's state for reading (a local path, or a :class:`Directory`); refuses a
-    missing, unfinished, foreign or newer savepoint, and a damaged file when it is read."""
+    missing, unfinished, foreign or newer savepoint, and a damaged file when it is read.
+
+    Reading runs no code from the savepoint: dataclass values come back as their classes when
+    this process has imported them (else as dicts of their fields), and pickled values (state
+    with no safe encoding, or every key of a format-1 savepoint) are shown as placeholders
+    unless ``trusted`` says you trust who wrote it (then they are unpickled)."""
     if isinstance(location, Savepoint):
         savepoint = location
     else:
         directory = LocalDirectory(location) if isinstance(location, (str, os.PathLike)) else location
-        savepoint = open_savepoint(directory)
+        savepoint = open_savepoint(directory, trusted=trusted)
     return StateReader(savepoint.meta, _SavepointGroups(savepoint), savepoint.location)
 
 

@@ -34,7 +34,7 @@ from sparkstate.engine.ttl import TtlCleanup
 from sparkstate.engine.windows import WINDOWS_STATE, WindowOperator
 from sparkstate.errors import JobDefinitionError
 from sparkstate.savepoint.broadcast import declared_broadcast, restored_broadcast
-from sparkstate.savepoint.compat import check_restore
+from sparkstate.savepoint.compat import restore_plan
 from sparkstate.savepoint.files import LocalDirectory, SavepointWriter, open_savepoint
 from sparkstate.savepoint.migration import ttl_descriptions, type_info, value_type
 
@@ -77,8 +77,9 @@ class KeyedHarness:
     ``from_savepoint`` starts the harness from a savepoint's state, watermark and processing
     time (a Spark run's or a harness's), under Flink's restore rules: a state the function no
     longer declares is refused unless ``allow_non_restored_state``; one it adds starts empty;
-    a compatible value type change is migrated. ``job_name``, ``key_groups`` and ``source``
-    (its identity) are what a savepoint records of the job (``Job.harness`` passes the job's).
+    a compatible value type change is migrated; pickled values (``trust_savepoint``) as on
+    Spark. ``job_name``, ``key_groups`` and ``source`` (its identity) are what a savepoint
+    records of the job (``Job.harness`` passes the job's).
     """
 
     def __init__(
@@ -93,6 +94,7 @@ class KeyedHarness:
         max_event_time_ahead: int | None = None,
         from_savepoint: str | os.PathLike[str] | None = None,
         allow_non_restored_state: bool = False,
+        trust_savepoint: bool = False,
         job_name: str | None = None,
         key_groups: int | None = None,
         source: dict[str, Any] | None = None,
@@ -145,7 +147,7 @@ class KeyedHarness:
         #: notes of the restore (states dropped, added or migrated), as a Spark run warns
         self.restore_notes: list[str] = []
         if from_savepoint is not None:
-            self._restore(str(from_savepoint), allow_non_restored_state)
+            self._restore(str(from_savepoint), allow_non_restored_state, trust_savepoint)
 
     @classmethod
     def from_savepoint(
@@ -393,7 +395,7 @@ class KeyedHarness:
         writer = SavepointWriter(LocalDirectory(path), meta, sorted(d.name for d in self.descriptors))
         try:
             if self.broadcast_states:
-                writer.add_broadcast(dumps_state(self.broadcast_states), declared_broadcast(c))
+                writer.add_broadcast(self.broadcast_states, declared_broadcast(c))
             for kg in sorted(by_group):
                 writer.add_group(kg, by_group[kg])
             return writer.publish()
@@ -435,17 +437,18 @@ class KeyedHarness:
             return self._end_watermark()
         return max(self.watermark, 0)
 
-    def _restore(self, path: str, allow_non_restored_state: bool) -> None:
+    def _restore(self, path: str, allow_non_restored_state: bool, trusted: bool) -> None:
         savepoint = open_savepoint(LocalDirectory(path))
         meta = savepoint.meta
         # a harness not built from a job takes the savepoint's job name and key groups
         self.job_name = self.job_name or meta.get("job")
         self.key_groups = self.key_groups or meta.get("key_groups")
         job_meta = {"job": self.job_name, "key_columns": list(self.operator.key_columns), "key_groups": self.key_groups}
-        plan, notes = check_restore(meta, job_meta, self.descriptors,
-                                    allow_non_restored_state=allow_non_restored_state, where=savepoint.location)
-        savepoint.verify()
-        content, more = restored_broadcast(savepoint, declared_broadcast(self.connected),
+        c = self.connected
+        plan, notes = restore_plan(savepoint, job_meta, self.descriptors, trusted=trusted,
+                                   allow_non_restored_state=allow_non_restored_state,
+                                   broadcast=tuple(c.broadcast) if c is not None and c.is_broadcast else ())
+        content, more = restored_broadcast(savepoint, declared_broadcast(c), decoder=plan.decoder,
                                            allow_non_restored_state=allow_non_restored_state)
         notes = [*notes, *more]
         if self.broadcast_states is not None:

@@ -495,11 +495,11 @@ def test_savepoint_round_trip_keeps_every_entry_time(tmp_path):
     assert before["a"]["list"] == [(1, 1000), (2, 1050)] and before["a"]["value"] == (2, 1050)
     meta = h.savepoint(tmp_path / "sp")
     assert meta["state_ttl"] == {n: PT_CFG.describe() for n in ("agg", "list", "map", "red", "value")}
-    # the typed-Arrow columns are for bare values: a (value, ts) column is pickled
+    # the typed-Arrow columns are for bare values: a (value, ts) column is JSON
     sp = open_savepoint(LocalDirectory(str(tmp_path / "sp")))
     for kg in sp.key_groups:
         table = read_table(sp.group_bytes(kg))
-        assert all(table.schema.field(n).metadata[ENCODING] == b"pickle" for n in ("value", "red", "list", "map"))
+        assert all(table.schema.field(n).metadata[ENCODING] == b"json" for n in ("value", "red", "list", "map"))
     restored = KeyedHarness(AllKinds(PT_CFG), "k", from_savepoint=tmp_path / "sp")
     assert {k: restored.state(k) for k in restored.keys()} == before
     assert restored.restore_notes == []

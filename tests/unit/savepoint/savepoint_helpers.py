@@ -5,9 +5,28 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from sparkstate import Job, KeyedProcessFunction, ListSource, MemorySink, ValueStateDescriptor
 from sparkstate.api.state import StateDescriptor
 from sparkstate.savepoint.files import LocalDirectory, SavepointWriter
 from sparkstate.savepoint.migration import type_info, value_type
+
+
+class Sum(KeyedProcessFunction):
+    """A running total per key ("total", an int)."""
+
+    def open(self, ctx):
+        self.total = ctx.get_state(ValueStateDescriptor("total", int, default=0))
+
+    def process_element(self, e, ctx):
+        self.total.update(self.total.value() + e["v"])
+        yield {"k": ctx.get_current_key(), "total": self.total.value()}
+
+
+def sums_job(name: str = "sums", fn: KeyedProcessFunction | None = None) -> Job:
+    """A job keyed by ``k`` running ``fn`` (a :class:`Sum`) on one event."""
+    source = ListSource([[{"k": "a", "v": 1}]], "k string, v bigint")
+    return (Job(name).source(source).key_by("k").process(fn or Sum(), output_schema="k string, total bigint")
+            .sink(MemorySink()))
 
 
 def job_meta(descriptors: list[StateDescriptor], *, job: str = "payments", function: str = "RunningSum",

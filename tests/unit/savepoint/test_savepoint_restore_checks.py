@@ -7,26 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from savepoint_helpers import sums_job as job
 from savepoint_helpers import write_savepoint
 
-from sparkstate import Job, KeyedProcessFunction, ListSource, MemorySink, ValueStateDescriptor
+from sparkstate import ValueStateDescriptor
 from sparkstate.errors import SavepointError, StateMigrationError
 from sparkstate.savepoint.format import METADATA_FILE
-
-
-class Sum(KeyedProcessFunction):
-    def open(self, ctx):
-        self.total = ctx.get_state(ValueStateDescriptor("total", int, default=0))
-
-    def process_element(self, e, ctx):
-        self.total.update(self.total.value() + e["v"])
-        yield {"k": ctx.get_current_key(), "total": self.total.value()}
-
-
-def job(name: str = "sums") -> Job:
-    source = ListSource([[{"k": "a", "v": 1}]], "k string, v bigint")
-    return (Job(name).source(source).key_by("k").process(Sum(), output_schema="k string, total bigint")
-            .sink(MemorySink()))
 
 
 def savepoint(tmp_path, **meta):
@@ -70,8 +56,8 @@ def test_damaged_metadata_is_refused(tmp_path):
 def test_a_newer_format_is_refused(tmp_path):
     sp = savepoint(tmp_path)
     meta = json.loads((sp / METADATA_FILE).read_text())
-    (sp / METADATA_FILE).write_text(json.dumps({**meta, "format": 2}))
-    assert "format version 2" in refused(tmp_path, sp)
+    (sp / METADATA_FILE).write_text(json.dumps({**meta, "format": 3}))
+    assert "format version 3" in refused(tmp_path, sp)
 
 
 def test_a_savepoint_of_another_job_is_refused(tmp_path):

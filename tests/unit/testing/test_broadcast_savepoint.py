@@ -29,7 +29,7 @@ def test_restored_harness_goes_on_as_if_never_stopped(tmp_path):
     meta = h.savepoint(tmp_path / "sp", source_offset=3, connected_offset=3)
     assert meta["broadcast"]["states"] == {"rules": "MapState[str, int]"}
     assert meta["connected"] == {"source": {"type": "ListSource"}, "source_offset": {"offset": 3}}
-    assert (tmp_path / "sp" / "broadcast.pkl").exists()
+    assert (tmp_path / "sp" / "broadcast.json").exists() and meta["broadcast"]["encoding"] == "json"
     restored = CASE.job().harness(from_savepoint=tmp_path / "sp")
     assert restored.broadcast_states == {"rules": {"huge": 25}}
     after = run(restored, CASE.batches[3:], rules[3:])
@@ -40,8 +40,8 @@ def test_a_damaged_broadcast_file_is_refused(tmp_path):
     h = CASE.job().harness()
     run(h, CASE.batches[:1], CASE.second_batches()[:1])
     h.savepoint(tmp_path / "sp")
-    (tmp_path / "sp" / "broadcast.pkl").write_bytes(b"not the rules")
-    with pytest.raises(SavepointError, match="broadcast.pkl \\(its broadcast state\\) is damaged"):
+    (tmp_path / "sp" / "broadcast.json").write_bytes(b"not the rules")
+    with pytest.raises(SavepointError, match="broadcast.json \\(its broadcast state\\) is damaged"):
         CASE.job().harness(from_savepoint=tmp_path / "sp")
 
 
