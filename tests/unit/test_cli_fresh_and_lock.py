@@ -42,6 +42,75 @@ def test_fresh_keeps_a_directory_that_is_not_a_checkpoint(tmp_path):
     assert (folder / "holiday.jpg").read_bytes() == b"not ours"
 
 
+def _users_folder(folder: Path) -> dict[str, bytes]:
+    """A folder of someone's work: what must never be deleted."""
+    (folder / "src").mkdir(parents=True)
+    (folder / "thesis.tex").write_bytes(b"\\section{Results}")
+    (folder / "src" / "app.py").write_bytes(b"print('mine')")
+    return _files(folder)
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_run_refuses_a_folder_that_is_not_a_checkpoint_and_fresh_deletes_only_the_checkpoints_names(tmp_path):
+    """The repro of issue 32 item 1: a first run on someone's folder was not refused, and
+    `--fresh` then took the whole folder for the job's checkpoint and emptied it."""
+    folder = tmp_path / "work"
+    mine = _users_folder(folder)
+    db = tmp_path / "shop.db"
+    _sqlite_table(db)  # a table that does not fit the job's rows: the run stops before Spark starts
+    sink = ("--sink", f"sqlite:///{db}?table=customers")
+    first = run(tmp_path, "--checkpoint", str(folder), *sink)
+    assert first.exit_code == 1, first.output
+    assert f"checkpoint directory {folder} is not empty and not a sparkstate checkpoint" in said(first)
+    assert "it holds src, thesis.tex" in said(first) and "give the job a new or empty directory" in said(first)
+    assert sorted(p.name for p in folder.iterdir()) == ["src", "thesis.tex"]  # not even the lock's file was written
+    # the folder as an older sparkstate left it after that run: its checkpoint among the user's files
+    for name in ("offsets", "commits", "sources/0", "state/0/0", "sparkstate", "side-outputs/late", "output"):
+        (folder / name).mkdir(parents=True)
+    (folder / "commits" / "0").write_text("v1\n{}\n")
+    (folder / "metadata").write_text('{"id":"q"}')
+    (folder / ".metadata.crc").write_bytes(b"crc")
+    (folder / "sparkstate.json").write_text(json.dumps({"job": "running-sum"}))
+    (folder / "output" / "_sparkstate.json").write_text(json.dumps({"job": "running-sum", "checkpoint": str(folder)}))
+    fresh = run(tmp_path, "--checkpoint", str(folder), *sink, "--fresh")
+    assert f"note: --fresh kept src, thesis.tex in {folder}: not part of a checkpoint" in said(fresh), fresh.output
+    assert _files(folder) == {**mine, "sparkstate.lock": (folder / "sparkstate.lock").read_bytes()}
+    assert sorted(p.name for p in folder.iterdir()) == ["sparkstate.lock", "src", "thesis.tex"]
+
+
+def test_fresh_deletes_the_names_of_the_checkpoint_layout_and_nothing_else(tmp_path):
+    """`CheckpointDir.clear`, without Spark: Spark's and sparkstate's entries (with checksums and
+    temporary files) go, the lock stays, and so does everything else, `output/` included
+    unless it holds the claim of a job run on this checkpoint."""
+    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+
+    root = tmp_path / "ckpt"
+    theirs = _users_folder(root)
+    (root / "notes").mkdir()
+    (root / "notes" / "metadata").write_text("a user's file of a layout name, in a folder that is not")
+    (root / "output").mkdir()  # a folder of the user's that happens to be called output
+    (root / "output" / "figure.png").write_bytes(b"png")
+    (root / "sparkstate.lock").write_text("{}")
+    layout = ["metadata", ".metadata.crc", ".metadata.0b9c2f1e-5d7a-4c3b-9e8f-1a2b3c4d5e6f.tmp",
+              "..metadata.0b9c2f1e-5d7a-4c3b-9e8f-1a2b3c4d5e6f.tmp.crc", "sparkstate.json", ".sparkstate.json.tmp"]
+    for name in layout:
+        (root / name).write_text("x")
+    for name in ("offsets", "commits", "sources", "state", "sparkstate", "side-outputs", "sparkstate-sources"):
+        (root / name).mkdir()
+        (root / name / "0").write_text("x")
+    checkpoint = CheckpointDir.open(root)
+    assert checkpoint.clear() == ["notes", "output", "src", "thesis.tex"]
+    assert sorted(p.name for p in root.iterdir()) == ["notes", "output", "sparkstate.lock", "src", "thesis.tex"]
+    assert _files(root) == {**theirs, "notes/metadata": (root / "notes" / "metadata").read_bytes(),
+                            "output/figure.png": b"png", "sparkstate.lock": b"{}"}
+    # the default output of `run --checkpoint DIR`, claimed for this checkpoint, is the job's
+    (root / "output" / "_sparkstate.json").write_text(json.dumps({"job": "j", "checkpoint": checkpoint.root}))
+    assert checkpoint.clear() == ["notes", "src", "thesis.tex"] and not (root / "output").exists()
+
+
 def test_fresh_keeps_another_jobs_checkpoint(tmp_path):
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
