@@ -32,6 +32,14 @@ def write(folder: Path, name: str, body: str) -> Path:
     return path
 
 
+def package(folder: Path, name: str) -> Path:
+    """An importable package ``name`` in ``folder``."""
+    path = folder / name
+    path.mkdir()
+    (path / "__init__.py").write_text("")
+    return path
+
+
 def test_seed_job_names_are_not_pipelines() -> None:
     assert not is_pipeline("running-sum") and not is_pipeline("upi-per-minute")
     assert is_pipeline("pipeline.py") and is_pipeline("jobs/pipeline.py:job") and is_pipeline("my.module:job")
@@ -59,10 +67,7 @@ def test_a_name_picks_a_job_or_a_function_returning_one(tmp_path: Path) -> None:
 
 
 def test_a_module_by_its_dotted_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    package = tmp_path / "mypipelines"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    write(package, "daily.py", JOB.replace("{name}", "daily") + "\njob = make()\n")
+    write(package(tmp_path, "mypipelines"), "daily.py", JOB.replace("{name}", "daily") + "\njob = make()\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     assert load_pipeline("mypipelines.daily:job").name == "daily"
@@ -135,14 +140,12 @@ def test_what_the_files_code_raises_or_a_sys_exit_in_it_names_the_file_and_line(
 
 
 def test_a_module_that_fails_to_import_names_its_file_and_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    package = tmp_path / "failing_pipelines"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    module = write(package, "nightly.py", "import os\n\nos.environ['NIGHTLY_TOKEN']\n")
+    failing = package(tmp_path, "failing_pipelines")
+    module = write(failing, "nightly.py", "import os\n\nos.environ['NIGHTLY_TOKEN']\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delenv("NIGHTLY_TOKEN", raising=False)
     with pytest.raises(JobDefinitionError, match=rf"importing failing_pipelines.nightly failed at {module}:3: KeyError"):
         load_pipeline("failing_pipelines.nightly:job")
-    exits = write(package, "exits.py", "raise SystemExit(2)\n")
+    exits = write(failing, "exits.py", "raise SystemExit(2)\n")
     with pytest.raises(JobDefinitionError, match=rf"failed at {exits}:1: it called sys.exit\(2\)"):
         load_pipeline("failing_pipelines.exits:job")
