@@ -70,6 +70,7 @@ from sparkstate.connectors import (
 )
 from sparkstate.errors import (
     CheckpointInUseError,
+    CheckpointLockError,
     CheckpointMismatchError,
     CheckpointStorageError,
     JobDefinitionError,
@@ -109,6 +110,7 @@ __all__ = [
     "AggregatingStateDescriptor",
     "CheckpointConfig",
     "CheckpointInUseError",
+    "CheckpointLockError",
     "CheckpointMismatchError",
     "CheckpointStorageError",
     "ConsoleSink",

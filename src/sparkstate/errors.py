@@ -14,6 +14,7 @@ built-in they refine (in brackets), so ``except ValueError`` keeps working::
     ├── JobDefinitionError (ValueError)        a job built wrongly
     ├── CheckpointMismatchError                a checkpoint of another job or configuration
     ├── CheckpointInUseError                   another run holds the checkpoint directory
+    ├── CheckpointLockError                    the checkpoint's lock cannot keep a second run out there
     ├── JobFailedError                         a running job stopped with an error
     │   └── CheckpointStorageError             the checkpoint directory cannot be written
     ├── SinkError                              a sink cannot take the output
@@ -73,6 +74,12 @@ class CheckpointMismatchError(SparkStateError):
 class CheckpointInUseError(SparkStateError):
     """Another run holds the checkpoint directory's lock; the message names it (job, pid,
     host, start time). One checkpoint takes one run at a time."""
+
+
+class CheckpointLockError(SparkStateError):
+    """The checkpoint directory's lock cannot keep a second run out where the directory lives
+    (an NFS mount whose locks stay on one host, an object store without an atomic create);
+    the message says why, and what to do."""
 
 
 class JobFailedError(SparkStateError):

@@ -101,3 +101,24 @@ def test_metadata_survives_a_hadoop_write_cut_between_delete_and_rename(spark, t
     assert checkpoint.read_metadata() == {"job": "j", "v": 2} and not (tmp_path / "ckpt" / ".sparkstate.json.tmp").exists()
     storage.delete("sparkstate.json")
     assert not checkpoint.has_metadata()
+
+
+def test_a_checkpoint_reached_through_hadoop_refuses_and_clears_as_a_local_one(spark, tmp_path):
+    """HDFS or S3 take the same rules as a local directory: a folder of someone's files is no
+    checkpoint, and --fresh's clear deletes only the layout's names there."""
+    from sparkstate.errors import CheckpointMismatchError
+    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+    from sparkstate.runtime.storage import HadoopStorage
+
+    root = tmp_path / "ckpt"
+    (root / "src").mkdir(parents=True)
+    (root / "thesis.tex").write_text("mine")
+    checkpoint = CheckpointDir(HadoopStorage(str(root), spark))
+    with pytest.raises(CheckpointMismatchError, match="is not empty and not a sparkstate checkpoint .* it holds src, thesis.tex"):
+        checkpoint.check_usable()
+    checkpoint.write_metadata({"job": "j"})
+    checkpoint.storage.write_atomic(b"v1", "commits", "0")
+    checkpoint.storage.write_atomic(b"{}", "sparkstate.lease")
+    checkpoint.check_usable()  # a checkpoint now
+    assert checkpoint.clear() == ["src", "thesis.tex"]
+    assert sorted(p.name for p in root.iterdir() if not p.name.endswith(".crc")) == ["sparkstate.lease", "src", "thesis.tex"]

@@ -42,6 +42,75 @@ def test_fresh_keeps_a_directory_that_is_not_a_checkpoint(tmp_path):
     assert (folder / "holiday.jpg").read_bytes() == b"not ours"
 
 
+def _users_folder(folder: Path) -> dict[str, bytes]:
+    """A folder of someone's work: what must never be deleted."""
+    (folder / "src").mkdir(parents=True)
+    (folder / "thesis.tex").write_bytes(b"\\section{Results}")
+    (folder / "src" / "app.py").write_bytes(b"print('mine')")
+    return _files(folder)
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_run_refuses_a_folder_that_is_not_a_checkpoint_and_fresh_deletes_only_the_checkpoints_names(tmp_path):
+    """The repro of issue 32 item 1: a first run on someone's folder was not refused, and
+    `--fresh` then took the whole folder for the job's checkpoint and emptied it."""
+    folder = tmp_path / "work"
+    mine = _users_folder(folder)
+    db = tmp_path / "shop.db"
+    _sqlite_table(db)  # a table that does not fit the job's rows: the run stops before Spark starts
+    sink = ("--sink", f"sqlite:///{db}?table=customers")
+    first = run(tmp_path, "--checkpoint", str(folder), *sink)
+    assert first.exit_code == 1, first.output
+    assert f"checkpoint directory {folder} is not empty and not a sparkstate checkpoint" in said(first)
+    assert "it holds src, thesis.tex" in said(first) and "give the job a new or empty directory" in said(first)
+    assert sorted(p.name for p in folder.iterdir()) == ["src", "thesis.tex"]  # not even the lock's file was written
+    # the folder as an older sparkstate left it after that run: its checkpoint among the user's files
+    for name in ("offsets", "commits", "sources/0", "state/0/0", "sparkstate", "side-outputs/late", "output"):
+        (folder / name).mkdir(parents=True)
+    (folder / "commits" / "0").write_text("v1\n{}\n")
+    (folder / "metadata").write_text('{"id":"q"}')
+    (folder / ".metadata.crc").write_bytes(b"crc")
+    (folder / "sparkstate.json").write_text(json.dumps({"job": "running-sum"}))
+    (folder / "output" / "_sparkstate.json").write_text(json.dumps({"job": "running-sum", "checkpoint": str(folder)}))
+    fresh = run(tmp_path, "--checkpoint", str(folder), *sink, "--fresh")
+    assert f"note: --fresh kept src, thesis.tex in {folder}: not part of a checkpoint" in said(fresh), fresh.output
+    assert _files(folder) == {**mine, "sparkstate.lock": (folder / "sparkstate.lock").read_bytes()}
+    assert sorted(p.name for p in folder.iterdir()) == ["sparkstate.lock", "src", "thesis.tex"]
+
+
+def test_fresh_deletes_the_names_of_the_checkpoint_layout_and_nothing_else(tmp_path):
+    """`CheckpointDir.clear`, without Spark: Spark's and sparkstate's entries (with checksums and
+    temporary files) go, the lock stays, and so does everything else, `output/` included
+    unless it holds the claim of a job run on this checkpoint."""
+    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+
+    root = tmp_path / "ckpt"
+    theirs = _users_folder(root)
+    (root / "notes").mkdir()
+    (root / "notes" / "metadata").write_text("a user's file of a layout name, in a folder that is not")
+    (root / "output").mkdir()  # a folder of the user's that happens to be called output
+    (root / "output" / "figure.png").write_bytes(b"png")
+    (root / "sparkstate.lock").write_text("{}")
+    layout = ["metadata", ".metadata.crc", ".metadata.0b9c2f1e-5d7a-4c3b-9e8f-1a2b3c4d5e6f.tmp",
+              "..metadata.0b9c2f1e-5d7a-4c3b-9e8f-1a2b3c4d5e6f.tmp.crc", "sparkstate.json", ".sparkstate.json.tmp"]
+    for name in layout:
+        (root / name).write_text("x")
+    for name in ("offsets", "commits", "sources", "state", "sparkstate", "side-outputs", "sparkstate-sources"):
+        (root / name).mkdir()
+        (root / name / "0").write_text("x")
+    checkpoint = CheckpointDir.open(root)
+    assert checkpoint.clear() == ["notes", "output", "src", "thesis.tex"]
+    assert sorted(p.name for p in root.iterdir()) == ["notes", "output", "sparkstate.lock", "src", "thesis.tex"]
+    assert _files(root) == {**theirs, "notes/metadata": (root / "notes" / "metadata").read_bytes(),
+                            "output/figure.png": b"png", "sparkstate.lock": b"{}"}
+    # the default output of `run --checkpoint DIR`, claimed for this checkpoint, is the job's
+    (root / "output" / "_sparkstate.json").write_text(json.dumps({"job": "j", "checkpoint": checkpoint.root}))
+    assert checkpoint.clear() == ["notes", "src", "thesis.tex"] and not (root / "output").exists()
+
+
 def test_fresh_keeps_another_jobs_checkpoint(tmp_path):
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
@@ -221,3 +290,85 @@ def test_fresh_deletes_an_output_folder_only_when_the_job_claimed_it(tmp_path):
     with pytest.raises(Exception, match="it holds files sparkstate did not write"):
         start_fresh(job.sink(ParquetSink(str(theirs))), ckpt)
     assert (theirs / "notes.txt").exists()
+
+
+MOUNTS = """\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro
+40 22 0:50 / /mnt/shared rw,relatime shared:5 - nfs filer:/export rw,vers=3,hard,nolock,proto=tcp,local_lock=all
+41 40 8:2 / /mnt/shared/scratch rw,relatime shared:6 - ext4 /dev/sdb1 rw
+42 22 0:51 / /mnt/team\\040data rw,relatime shared:7 - nfs4 filer:/team rw,vers=4.2,local_lock=flock
+43 22 0:52 / /mnt/locked rw,relatime shared:8 - nfs4 filer:/ok rw,vers=4.2,hard,local_lock=none
+44 22 0:53 / /mnt/smb rw,relatime shared:9 - cifs //filer/share rw,vers=3.0,nobrl
+"""
+
+
+@pytest.mark.parametrize("path, problem", [
+    ("/mnt/shared/ckpt", "/mnt/shared (nfs, mounted with local_lock=all, nolock)"),
+    ("/mnt/shared", "/mnt/shared (nfs"),
+    ("/mnt/team data/jobs/ckpt", "/mnt/team data (nfs4, mounted with local_lock=flock)"),
+    ("/mnt/smb/ckpt", "/mnt/smb (cifs, mounted with nobrl)"),
+    ("/mnt/shared/scratch/ckpt", None),  # a local disk mounted inside the share
+    ("/mnt/locked/ckpt", None),  # NFS with its locks on the server
+    ("/mnt/sharedother/ckpt", None),
+    ("/home/me/ckpt", None),
+])
+def test_a_mount_whose_locks_stay_on_this_host_is_found(path, problem):
+    from sparkstate.runtime.run_lock import flock_problem
+
+    found = flock_problem(path, MOUNTS)
+    assert (found is None) if problem is None else (found is not None and problem in found), found
+
+
+def test_the_lock_is_refused_where_it_cannot_keep_another_hosts_run_out(tmp_path, monkeypatch):
+    """The lock off local disk: on an NFS mount without locking flock stays on one host, and on
+    an object store the lease file's create is not exclusive. Such a run is refused unless the
+    user says one run at a time uses the checkpoint."""
+    from sparkstate.errors import SparkStateError
+    from sparkstate.runtime import run_lock
+    from sparkstate.runtime.storage import LocalStorage, Storage
+
+    monkeypatch.delenv("SPARKSTATE_UNSAFE_LOCK", raising=False)
+    shared = os.path.realpath(tmp_path)
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(f"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n"
+                         f"40 22 0:50 / {shared} rw - nfs filer:/export rw,vers=3,nolock,local_lock=all\n")
+    monkeypatch.setattr(run_lock, "MOUNTINFO", str(mountinfo), raising=False)
+    local = LocalStorage(str(tmp_path / "ckpt"))
+    with pytest.raises(SparkStateError, match=r"cannot be locked against a second run: it is on .* \(nfs, mounted with "
+                                              r"local_lock=all, nolock\), where flock locks only this host") as refused:
+        run_lock.lock_checkpoint(local, "j")
+    assert "SPARKSTATE_UNSAFE_LOCK=1" in str(refused.value) and not (tmp_path / "ckpt").exists()
+
+    class ObjectStore(Storage):  # an s3a:// checkpoint, kept on the local disk
+        def __init__(self, root: str, disk: LocalStorage) -> None:
+            super().__init__(root)
+            self.disk = disk
+
+        def list(self, *parts):
+            return self.disk.list(*parts)
+
+        def read_bytes(self, *parts):
+            return self.disk.read_bytes(*parts)
+
+        def write_atomic(self, data, *parts):
+            self.disk.write_atomic(data, *parts)
+
+        def create_new(self, data, *parts):
+            return self.disk.create_new(data, *parts)
+
+        def exists(self, *parts):
+            return self.disk.exists(*parts)
+
+        def delete(self, *parts):
+            self.disk.delete(*parts)
+
+    s3 = ObjectStore("s3a://bucket/ckpt", LocalStorage(str(tmp_path / "bucket")))
+    with pytest.raises(SparkStateError, match="it is on s3a://, whose create is not known to be exclusive: two runs"):
+        run_lock.lock_checkpoint(s3, "j")
+    assert not s3.exists(run_lock.LEASE_FILE)
+
+    monkeypatch.setenv("SPARKSTATE_UNSAFE_LOCK", "1")  # the user keeps to one run at a time
+    run_lock.lock_checkpoint(local, "j").release()
+    lease = run_lock.lock_checkpoint(s3, "j")
+    assert s3.exists(run_lock.LEASE_FILE)
+    lease.release()

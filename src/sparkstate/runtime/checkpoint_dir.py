@@ -3,9 +3,10 @@
 A run opens its checkpoint directory once (:meth:`CheckpointDir.open`) and hands the object
 to everything that reads or writes there; no other module spells a path under it. The layout:
 
-* Spark's own files, read and never written by sparkstate: ``offsets/`` (the offset log,
-  written before a batch), ``commits/`` (the commit log, after it) and ``state/`` (the state
-  stores' files, measured by ``checkpoint_stats.py``);
+* Spark's own files, read and never written by sparkstate: ``metadata`` (the query's id),
+  ``offsets/`` (the offset log, written before a batch), ``commits/`` (the commit log, after
+  it), ``sources/`` (a file source's log) and ``state/`` (the state stores' files, measured
+  by ``checkpoint_stats.py``);
 * ``sparkstate.json``: the job the checkpoint belongs to (checked by ``checkpoint.py``);
 * ``sparkstate.lock`` (a local directory) or ``sparkstate.lease`` (any other): the lock of
   the run using the checkpoint (``run_lock.py``);
@@ -14,7 +15,16 @@ to everything that reads or writes there; no other module spells a path under it
   for a moment, a write probe;
 * ``side-outputs/<name>/``: side outputs without a sink of their own (Parquet);
 * ``sparkstate-sources/``: a list source's events for Spark's Python workers (local
-  directories only; every run writes them again).
+  directories only; every run writes them again);
+* ``output/``: the default Parquet output of a job given its checkpoint directory
+  (``sparkstate run --checkpoint DIR``), known by the claim in it naming this checkpoint.
+
+Beside each file, a file system may keep a checksum (``.NAME.crc``: Hadoop's local file
+system) and a writer a temporary file that takes the name when whole (``.NAME.tmp``:
+sparkstate's; ``.NAME.<uuid>.tmp``: Spark's). Nothing else is the checkpoint's: a run refuses
+a directory without ``sparkstate.json`` that holds anything else (:meth:`CheckpointDir.check_usable`),
+and ``--fresh`` deletes these names only (:meth:`CheckpointDir.clear`), wherever the
+directory lives.
 
 A directory that cannot be written (no permission, a read-only mount, a full disk) stops the
 job with :class:`CheckpointStorageError`, before Spark starts when it can be seen then, or
@@ -26,9 +36,10 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 from typing import Any
 
-from sparkstate.errors import CheckpointStorageError
+from sparkstate.errors import CheckpointMismatchError, CheckpointStorageError
 from sparkstate.runtime.run_lock import LOCK_FILES, RunLock, lock_checkpoint
 from sparkstate.runtime.storage import Entry, Storage, is_local, normalize, open_storage
 
@@ -37,6 +48,37 @@ from sparkstate.runtime.storage import Entry, Storage, is_local, normalize, open
 PROBE_BYTES = 1 << 20
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
 _NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS}
+#: a job's claim on a Parquet output folder it writes (``fresh.py``; a leading ``_``: Spark and
+#: Arrow readers skip it)
+CLAIM_FILE = "_sparkstate.json"
+#: the random part of the name of Spark's temporary files (``.metadata.<uuid>.tmp``)
+_UUID_TAIL = re.compile(r"\.[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+
+def base_name(name: str) -> str:
+    """The entry a checksum or a temporary file stands beside: ``.metadata.crc``,
+    ``.metadata.<uuid>.tmp`` and ``..metadata.<uuid>.tmp.crc`` are ``metadata``'s,
+    ``.sparkstate.json.tmp`` is ``sparkstate.json``'s; any other name is its own."""
+    if name.startswith(".") and name.endswith(".crc"):
+        name = name[1:-4]
+    if name.startswith(".") and name.endswith(".tmp"):
+        name = _UUID_TAIL.sub("", name[1:-4])
+    return name
+
+
+def read_claim(storage: Storage, *parts: str) -> dict | None:
+    """The job's claim (``{"job", "checkpoint"}``) in the output folder ``parts`` of ``storage``,
+    or None when it has none (or none that reads as one)."""
+    try:
+        claim = json.loads(storage.read_text(*parts, CLAIM_FILE))
+    except (OSError, ValueError):
+        return None
+    return claim if isinstance(claim, dict) else None
+
+
+def shown_names(names: list[str]) -> str:
+    """Names for a message: the first five, and how many more."""
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
 class CheckpointDir:
@@ -53,11 +95,20 @@ class CheckpointDir:
     LIST_SOURCES = "sparkstate-sources"
     #: under OWN_DIR: a broadcast job's broadcast state, one file per content
     BROADCAST = "broadcast"
+    #: the default Parquet output of a job run with ``--checkpoint DIR`` (``cli.py``)
+    DEFAULT_OUTPUT = "output"
     #: Spark's own
+    SPARK_METADATA = "metadata"
     OFFSETS = "offsets"
     SOURCES = "sources"
     COMMITS = "commits"
     STATE = "state"
+    #: every name of the layout (but ``output/``, which is the job's only when claimed): all
+    #: that ``--fresh`` may delete here, checksums and temporary files beside them included
+    LAYOUT = frozenset({SPARK_METADATA, OFFSETS, SOURCES, COMMITS, STATE, METADATA_FILE, OWN_DIR, SIDE_OUTPUTS,
+                        LIST_SOURCES, *LOCK_FILES})
+    #: what a first run leaves before it writes ``sparkstate.json``: the lock and a write probe
+    _BEFORE_METADATA = frozenset({METADATA_FILE, OWN_DIR, *LOCK_FILES})
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
@@ -121,21 +172,64 @@ class CheckpointDir:
         except OSError as exc:
             raise self.failed_write(exc) from exc
 
+    def is_layout(self, entry: Entry) -> bool:
+        """Whether a top-level entry is the checkpoint's (:data:`LAYOUT`, or ``output/`` holding
+        the claim of a job run on this checkpoint), not something else that lies here."""
+        if base_name(entry.name) in self.LAYOUT:
+            return True
+        if entry.name != self.DEFAULT_OUTPUT or not entry.is_dir:
+            return False
+        claim = read_claim(self.storage, entry.name)
+        return claim is not None and claim.get("checkpoint") == self.root
+
     def foreign_entries(self) -> list[str]:
         """What lies here that sparkstate did not write: for a directory without
-        ``sparkstate.json``, its entries but the lock and sparkstate's own folder (a first run
-        that stopped early leaves those); nothing for a checkpoint with metadata."""
+        ``sparkstate.json``, its entries but what a first run that stopped early leaves (the
+        lock, sparkstate's own folder); nothing for a checkpoint with metadata."""
         if self.has_metadata():
             return []
-        own = {*LOCK_FILES, self.OWN_DIR, f".{self.METADATA_FILE}.tmp"}
-        return sorted(e.name for e in self.storage.list() if e.name not in own)
+        return sorted(e.name for e in self.storage.list() if base_name(e.name) not in self._BEFORE_METADATA)
 
-    def clear(self) -> None:
-        """Delete everything in the directory but the run's lock (``sparkstate run --fresh``,
-        which holds it)."""
+    def check_usable(self, fresh: bool = False) -> None:
+        """Refuse a directory that is not empty and not a checkpoint (no ``sparkstate.json``),
+        naming what it holds: a run would write Spark's and sparkstate's files among another's,
+        and a later ``--fresh`` would take it for the job's. Called before the run's lock is taken,
+        so nothing is written into such a directory, and again by ``--fresh`` under the lock."""
+        foreign = self.foreign_entries()
+        if not foreign:
+            return
+        if fresh:
+            raise CheckpointMismatchError(
+                f"--fresh keeps {self.root}: it is not a sparkstate checkpoint (no {self.METADATA_FILE}; it holds "
+                f"{shown_names(foreign)}), and --fresh deletes only what sparkstate made. Give the job a new or empty "
+                "checkpoint directory; nothing was deleted"
+            )
+        if self.has_offset_log():
+            raise CheckpointMismatchError(
+                f"{self.root} holds a Spark checkpoint that sparkstate did not write (no {self.METADATA_FILE}; it "
+                f"holds {shown_names(foreign)}); use an empty or new checkpoint directory; nothing was changed"
+            )
+        raise CheckpointMismatchError(
+            f"checkpoint directory {self.root} is not empty and not a sparkstate checkpoint (no {self.METADATA_FILE}; "
+            f"it holds {shown_names(foreign)}). A run writes Spark's and sparkstate's files into its checkpoint directory, "
+            "and `--fresh` deletes them: give the job a new or empty directory (--checkpoint DIR, or checkpoint_dir= "
+            "in Python); nothing was changed"
+        )
+
+    def clear(self) -> list[str]:
+        """Delete the checkpoint's entries (:meth:`is_layout`) but the run's lock (``sparkstate
+        run --fresh``, which holds it); returns the names of what else lies here, which is
+        kept. ``sparkstate.json`` goes last: a clear cut short leaves a directory still known
+        as a checkpoint, which the next ``--fresh`` clears again."""
+        kept, doomed = [], []
         for entry in self.storage.list():
-            if entry.name not in LOCK_FILES:
-                self.storage.delete(entry.name)
+            if not self.is_layout(entry):
+                kept.append(entry.name)
+            elif base_name(entry.name) not in LOCK_FILES:
+                doomed.append(entry.name)
+        for name in sorted(doomed, key=lambda n: base_name(n) == self.METADATA_FILE):
+            self.storage.delete(name)
+        return sorted(kept)
 
     # ------------------------------------------------------------------ sparkstate.json
 

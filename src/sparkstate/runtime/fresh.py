@@ -1,9 +1,13 @@
 """Starting a job over (``Job.run(fresh=True)``, ``sparkstate run --fresh``): delete only
 what sparkstate provably made for the job, and say what was kept and why.
 
-* The checkpoint directory goes when it holds sparkstate's metadata (``sparkstate.json``) of
-  this job, or nothing but what an early-stopped first run leaves. A directory holding
-  anything else is no checkpoint of this job: the run is refused and it is kept.
+* The checkpoint directory's entries go when it holds sparkstate's metadata
+  (``sparkstate.json``) of this job, or nothing but what an early-stopped first run leaves;
+  a directory without it that holds anything else is no checkpoint of this job: the run is
+  refused and it is kept. Only the names of the checkpoint's layout go (Spark's and
+  sparkstate's, see ``checkpoint_dir.py``), and the default output ``output/`` when it holds
+  the claim of a job run on this checkpoint; anything else beside them stays, and the run
+  says so. The run's lock stays too (the run holds it).
 * A Parquet output folder goes when it holds the job's claim, ``_sparkstate.json`` naming the
   job: a run writes it into an output folder that is new or empty (or already the job's), so
   a folder it finds holding other files is never claimed. Such a folder is kept and the run
@@ -32,11 +36,9 @@ from sparkstate.connectors import database
 from sparkstate.connectors.kafka import protocol as kafka
 from sparkstate.connectors.sinks import ParquetSink
 from sparkstate.errors import CheckpointMismatchError, SinkError
-from sparkstate.runtime.checkpoint_dir import CheckpointDir
+from sparkstate.runtime.checkpoint_dir import CLAIM_FILE, CheckpointDir, read_claim, shown_names
 from sparkstate.runtime.storage import Storage, open_storage
 
-#: the job's claim on a Parquet output folder (a leading ``_``: Spark and Arrow readers skip it)
-CLAIM_FILE = "_sparkstate.json"
 #: what Spark's file sink writes into an output folder besides the data files
 _SPARK_LOG = "_spark_metadata"
 
@@ -47,14 +49,6 @@ def parquet_sinks(job: Any) -> list[ParquetSink]:
     return [s for s in sinks if isinstance(s, ParquetSink)]
 
 
-def _claim(storage: Storage) -> dict | None:
-    try:
-        claim = json.loads(storage.read_text(CLAIM_FILE))
-    except (OSError, ValueError):
-        return None
-    return claim if isinstance(claim, dict) else None
-
-
 def claim_outputs(job: Any, checkpoint: CheckpointDir, spark: Any = None) -> None:
     """Record the job in each of its Parquet output folders that is new, empty or already its
     own, so that a later ``--fresh`` may delete it; a folder holding other files is left as
@@ -62,7 +56,7 @@ def claim_outputs(job: Any, checkpoint: CheckpointDir, spark: Any = None) -> Non
     for sink in parquet_sinks(job):
         storage = open_storage(sink.path, spark)
         entries = storage.list()
-        claim = _claim(storage) if any(e.name == CLAIM_FILE for e in entries) else None
+        claim = read_claim(storage) if any(e.name == CLAIM_FILE for e in entries) else None
         if entries and (claim is None or claim.get("job") != job.name):
             continue
         if claim is None or claim.get("checkpoint") != checkpoint.root:
@@ -103,7 +97,10 @@ def start_fresh(
             notes.append(kept)
     for _, storage in outputs:
         storage.delete()
-    checkpoint.clear()
+    others = checkpoint.clear()
+    if others:
+        notes.append(f"--fresh kept {shown_names(others)} in {checkpoint.root}: not part of a checkpoint (--fresh "
+                     "deletes only Spark's and sparkstate's own entries there); move them out of the checkpoint directory")
     return notes
 
 
@@ -121,21 +118,14 @@ def _check_checkpoint(job: Any, checkpoint: CheckpointDir) -> None:
                 "nothing was deleted"
             )
         return
-    foreign = checkpoint.foreign_entries()
-    if foreign:
-        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        raise CheckpointMismatchError(
-            f"--fresh keeps {root}: it is not a sparkstate checkpoint (no {CheckpointDir.METADATA_FILE}; it holds "
-            f"{shown}), and --fresh deletes only what sparkstate made. Give the job a new or empty checkpoint "
-            "directory; nothing was deleted"
-        )
+    checkpoint.check_usable(fresh=True)
 
 
 def _check_output(job: Any, sink: ParquetSink, storage: Storage) -> None:
     names = {e.name for e in storage.list()}
     if not names:
         return
-    claim = _claim(storage) if CLAIM_FILE in names else None
+    claim = read_claim(storage) if CLAIM_FILE in names else None
     if claim is not None and claim.get("job") == job.name:
         return
     if claim is not None:

@@ -7,6 +7,10 @@ module's only :class:`~sparkstate.job.Job`) is the job. ``NAME`` may also be a f
 takes no arguments and returns a ``Job``. (A job is recognised as the job description it is:
 the runtime does not import the ``Job`` class, which imports the runtime.)
 
+Whatever the file's code raises while it is imported or while ``NAME()`` builds the job, a
+``sys.exit()`` in it included, becomes a :class:`JobDefinitionError` naming the file and the
+line of the file where it happened.
+
 Spark's Python workers may not be able to import the file (another directory, another
 machine), so its functions and classes travel to them by value (``cloudpickle``'s
 ``register_pickle_by_value``), as those of a script run with ``python pipeline.py`` do. Modules
@@ -43,7 +47,7 @@ def load_pipeline(spec: str) -> JobDescription:
     if name:
         if not hasattr(module, name):
             raise JobDefinitionError(f"pipeline {spec!r}: {target} has no {name!r}; its jobs: {_listed(module)}")
-        return _as_job(getattr(module, name), spec)
+        return _as_job(getattr(module, name), spec, name, _module_file(module))
     jobs = _jobs(module)
     if len(jobs) == 1:
         return next(iter(jobs.values()))
@@ -74,10 +78,9 @@ def _import_file(target: str, spec: str) -> ModuleType:
     sys.modules[name] = module
     try:
         loader_spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a sys.exit() in the file ends the import, not the command
         del sys.modules[name]
-        raise JobDefinitionError(f"pipeline {spec!r}: importing {target} failed{_where(exc, path)}: "
-                                 f"{''.join(traceback.format_exception_only(exc)).strip()}") from exc
+        raise JobDefinitionError(f"pipeline {spec!r}: importing {target} failed{_failure(exc, path)}") from exc
     return module
 
 
@@ -91,15 +94,41 @@ def _import_module(target: str, spec: str) -> ModuleType:
             raise JobDefinitionError(f"pipeline {spec!r}: no module {exc.name!r} (a file is named with its .py: "
                                      f"{target.replace('.', '/')}.py)") from exc
         raise JobDefinitionError(f"pipeline {spec!r}: importing {target} failed: {exc}") from exc
-    except Exception as exc:
-        raise JobDefinitionError(f"pipeline {spec!r}: importing {target} failed: "
-                                 f"{''.join(traceback.format_exception_only(exc)).strip()}") from exc
+    except (Exception, SystemExit) as exc:
+        raise JobDefinitionError(f"pipeline {spec!r}: importing {target} failed"
+                                 f"{_failure(exc, _spec_file(target))}") from exc
 
 
-def _where(exc: BaseException, path: Path) -> str:
+def _spec_file(target: str) -> Path | None:
+    """The file of the module ``target`` (one whose import failed: it is not in ``sys.modules``)."""
+    try:
+        found = importlib.util.find_spec(target)
+    except (Exception, SystemExit):
+        return None
+    return Path(found.origin) if found is not None and found.origin and found.has_location else None
+
+
+def _module_file(module: ModuleType) -> Path | None:
+    file = getattr(module, "__file__", None)
+    return Path(file) if file else None
+
+
+def _where(exc: BaseException, path: Path | None) -> str:
     """`` at FILE:LINE``: the deepest line of the user's file in the exception's traceback."""
+    if path is None:
+        return ""
     lines = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == path.resolve()]
     return f" at {path}:{lines[-1].lineno}" if lines else ""
+
+
+def _failure(exc: BaseException, path: Path | None) -> str:
+    """`` at FILE:LINE: what happened``, for an exception the code of the pipeline's file raised or
+    its ``sys.exit()``."""
+    if isinstance(exc, SystemExit):
+        return (f"{_where(exc, path)}: it called sys.exit({'' if exc.code is None else repr(exc.code)}). The file is "
+                "imported, not run as a script: define the job without exiting, and keep sys.exit() under "
+                "`if __name__ == \"__main__\":`")
+    return f"{_where(exc, path)}: {''.join(traceback.format_exception_only(exc)).strip()}"
 
 
 def _travel_by_value(module: ModuleType) -> None:
@@ -116,14 +145,17 @@ def _listed(module: ModuleType) -> str:
     return ", ".join(sorted(_jobs(module))) or "none at module level"
 
 
-def _as_job(value: Any, spec: str) -> JobDescription:
+def _as_job(value: Any, spec: str, name: str, path: Path | None) -> JobDescription:
     if isinstance(value, JobDescription):
         return value
     if callable(value):
         try:
             made = value()
-        except TypeError as exc:
-            raise JobDefinitionError(f"pipeline {spec!r}: calling it with no arguments failed: {exc}") from exc
+        except (Exception, SystemExit) as exc:
+            tb = exc.__traceback__
+            if isinstance(exc, TypeError) and tb is not None and tb.tb_next is None:  # the call itself: it takes arguments
+                raise JobDefinitionError(f"pipeline {spec!r}: calling it with no arguments failed: {exc}") from exc
+            raise JobDefinitionError(f"pipeline {spec!r}: calling {name}() failed{_failure(exc, path)}") from exc
         if isinstance(made, JobDescription):
             return made
         raise JobDefinitionError(f"pipeline {spec!r}: calling it returned {type(made).__name__}, not a sparkstate Job")

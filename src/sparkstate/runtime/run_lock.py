@@ -14,6 +14,18 @@ error naming the first (job, pid, host, start time).
   every :data:`RENEW_SECONDS` while the run goes on. A lease not renewed for
   :data:`LEASE_SECONDS`, or whose owner is a process of this host that no longer runs, is
   stale and taken over; the run that finds its lease taken stops.
+
+Where the lock cannot keep a run of another host out, the run is refused
+(:class:`CheckpointLockError`) unless :data:`UNSAFE_LOCK_ENV` says the user keeps to one run
+at a time themselves:
+
+* An NFS mount with ``nolock`` or ``local_lock=all|flock`` (or SMB with ``nobrl``): ``flock``
+  there locks this host only, and a run on another host would not see it (found in
+  ``/proc/self/mountinfo``; runs of this host still keep each other out).
+* An object store (``s3a://``, ``gs://``, ``abfs://``... anything but HDFS): its create is not
+  known to be exclusive, so two runs starting together can both write the lease, and the
+  one that lost learns it only at its next renewal, up to :data:`RENEW_SECONDS` later, after
+  both have written to the checkpoint.
 """
 
 from __future__ import annotations
@@ -21,14 +33,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import threading
 import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlparse
 
-from sparkstate.errors import CheckpointInUseError
+from sparkstate.errors import CheckpointInUseError, CheckpointLockError
 from sparkstate.runtime.file_lock import try_flock
 from sparkstate.runtime.storage import LocalStorage, Storage
 
@@ -39,6 +53,84 @@ LOCK_FILES = (LOCK_FILE, LEASE_FILE)
 #: a lease older than this without renewal is stale (generous: clocks of hosts differ)
 LEASE_SECONDS = 120.0
 RENEW_SECONDS = 20.0
+#: set (``1``) to run where the lock cannot keep a second run out, as one who keeps to one run
+#: at a time on the checkpoint
+UNSAFE_LOCK_ENV = "SPARKSTATE_UNSAFE_LOCK"
+#: the mounts of this process, and what the local lock learns of its directory's from them
+MOUNTINFO = "/proc/self/mountinfo"
+#: URI schemes of file systems whose create-if-absent is atomic (HDFS's name node decides it)
+ATOMIC_CREATE = ("hdfs", "viewfs", "webhdfs", "swebhdfs")
+#: mount options under which ``flock`` stays on this host: (file system types, options)
+_HOST_ONLY_FLOCK = ((("nfs", "nfs4"), ("nolock", "local_lock=all", "local_lock=flock")),
+                    (("cifs", "smb3"), ("nobrl",)))
+
+
+def _accepted() -> bool:
+    return os.environ.get(UNSAFE_LOCK_ENV, "").strip().lower() in ("1", "on", "true", "yes")
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo path: spaces, tabs, newlines and backslashes are written as ``\\ooo``."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def mount_of(path: str, mountinfo: str) -> tuple[str, str, set[str]] | None:
+    """``(mount point, file system type, options)`` of the mount that holds the absolute ``path``,
+    from the text of ``/proc/self/mountinfo`` (the deepest mount point above it; the last one
+    mounted where several are stacked); None when no line covers it."""
+    found = None
+    for line in mountinfo.splitlines():
+        fields = line.split(" ")
+        if "-" not in fields[6:]:
+            continue
+        sep = fields.index("-", 6)
+        point = _unescape(fields[4])
+        if not (path == point or path.startswith(point.rstrip("/") + "/")):
+            continue
+        if found is None or len(point) >= len(found[0]):
+            options = {*fields[5].split(","), *(fields[sep + 3].split(",") if len(fields) > sep + 3 else ())}
+            found = (point, fields[sep + 1] if len(fields) > sep + 1 else "", options)
+    return found
+
+
+def flock_problem(directory: str, mountinfo: str | None = None) -> str | None:
+    """Why ``flock`` in ``directory`` would not keep out a run of another host (its mount keeps
+    locks on this host), or None; ``mountinfo`` is the text of :data:`MOUNTINFO` (read when
+    None; a system without it is taken at its word)."""
+    if mountinfo is None:
+        try:
+            with open(MOUNTINFO, encoding="utf-8", errors="replace") as f:
+                mountinfo = f.read()
+        except OSError:
+            return None
+    mount = mount_of(os.path.realpath(directory), mountinfo)
+    if mount is None:
+        return None
+    point, kind, options = mount
+    for kinds, host_only in _HOST_ONLY_FLOCK:
+        said = sorted(options & set(host_only))
+        if kind in kinds and said:
+            return f"it is on {point} ({kind}, mounted with {', '.join(said)}), where flock locks only this host"
+    return None
+
+
+def lease_problem(root: str) -> str | None:
+    """Why a lease file at ``root`` (a URI) would not keep out a second run starting together
+    with this one (its file system's create is not known to be exclusive), or None."""
+    scheme = urlparse(root).scheme.lower()
+    if not scheme or scheme in ATOMIC_CREATE:
+        return None  # HDFS; a path without a scheme is the tests' stand-in on the local disk
+    return (f"it is on {scheme}://, whose create is not known to be exclusive: two runs starting together can both "
+            f"write the lease file, and the one that lost learns it only at its next renewal, up to "
+            f"{RENEW_SECONDS:.0f} s later, after both wrote to the checkpoint")
+
+
+def _unsafe(root: str, problem: str, fix: str) -> CheckpointLockError:
+    return CheckpointLockError(
+        f"checkpoint directory {root} cannot be locked against a second run: {problem}. Fix: {fix}; or, if you make "
+        f"sure yourself that one run at a time uses this checkpoint, set {UNSAFE_LOCK_ENV}=1 to run with the lock as "
+        "it is; nothing was changed"
+    )
 
 
 def _owner(job: str) -> dict:
@@ -104,7 +196,18 @@ class RunLock:
     # ------------------------------------------------------------------ taking it
 
     def acquire(self) -> RunLock:
-        if isinstance(self.storage, LocalStorage):
+        """Take the lock; :class:`CheckpointLockError` where it cannot keep another host's run
+        out (unless :data:`UNSAFE_LOCK_ENV` accepts that), :class:`CheckpointInUseError` when
+        another run holds it."""
+        local = isinstance(self.storage, LocalStorage)
+        if not _accepted():
+            root = self.storage.root
+            problem = flock_problem(root) if local else lease_problem(root)
+            if problem is not None:
+                raise _unsafe(root, problem, "put the checkpoint on a local disk, or mount the share with locking "
+                              "(without nolock, local_lock=all|flock or nobrl)" if local else
+                              "put the checkpoint on HDFS, or on a local or shared disk path")
+        if local:
             self._flock()
         else:
             self._lease()

@@ -164,6 +164,8 @@ def run_job(
     if CheckpointDir.needs_spark(checkpoint_dir):
         spark = spark or get_spark(ui=spark_ui, parallelism=job.settings.parallelism, log_file=log_file)
     checkpoint = CheckpointDir.open(checkpoint_dir, spark)
+    # a directory holding what is not a checkpoint's is refused before the lock's file is written into it
+    checkpoint.check_usable(fresh)
     with checkpoint.lock(job.name) as lock:
         return _run_locked(job, checkpoint, lock, spark=spark, on_progress=on_progress, timeout=timeout,
                            log_file=log_file, until=until, fresh=fresh, on_notice=on_notice,

@@ -32,6 +32,14 @@ def write(folder: Path, name: str, body: str) -> Path:
     return path
 
 
+def package(folder: Path, name: str) -> Path:
+    """An importable package ``name`` in ``folder``."""
+    path = folder / name
+    path.mkdir()
+    (path / "__init__.py").write_text("")
+    return path
+
+
 def test_seed_job_names_are_not_pipelines() -> None:
     assert not is_pipeline("running-sum") and not is_pipeline("upi-per-minute")
     assert is_pipeline("pipeline.py") and is_pipeline("jobs/pipeline.py:job") and is_pipeline("my.module:job")
@@ -59,10 +67,7 @@ def test_a_name_picks_a_job_or_a_function_returning_one(tmp_path: Path) -> None:
 
 
 def test_a_module_by_its_dotted_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    package = tmp_path / "mypipelines"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    write(package, "daily.py", JOB.replace("{name}", "daily") + "\njob = make()\n")
+    write(package(tmp_path, "mypipelines"), "daily.py", JOB.replace("{name}", "daily") + "\njob = make()\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     assert load_pipeline("mypipelines.daily:job").name == "daily"
@@ -88,3 +93,59 @@ def test_what_is_wrong_with_a_file_is_said(tmp_path: Path) -> None:
     returns_other = write(tmp_path, "other.py", "def make():\n    return 42\n")
     with pytest.raises(JobDefinitionError, match="calling it returned int, not a sparkstate Job"):
         load_pipeline(f"{returns_other}:make")
+
+
+def test_what_the_files_code_raises_or_a_sys_exit_in_it_names_the_file_and_line(tmp_path: Path) -> None:
+    """A factory that raised anything but TypeError printed a traceback, and a sys.exit() in the
+    file ended the command with no message: each is an error naming the file and line now."""
+    from click.testing import CliRunner
+
+    from sparkstate.cli import main
+
+    def explain(spec: str) -> str:
+        result = CliRunner().invoke(main, ["explain", spec], terminal_width=400)
+        assert result.exit_code == 1 and not isinstance(result.exception, Exception), result.output
+        return " ".join(result.output.split())
+
+    path = write(tmp_path, "factory.py", """\
+        import sys
+
+        def config():
+            raise KeyError("WAREHOUSE_URL")
+
+        def make():
+            config()
+
+        def leave():
+            sys.exit(3)
+
+        def bare_exit():
+            sys.exit()
+        """)
+    said = explain(f"{path}:make")
+    assert f"error: pipeline '{path}:make': calling make() failed at {path}:4: KeyError: 'WAREHOUSE_URL'" in said
+    said = explain(f"{path}:leave")
+    assert f"calling leave() failed at {path}:10: it called sys.exit(3). The file is imported, not run" in said
+    assert "calling bare_exit() failed at" in explain(f"{path}:bare_exit") and "sys.exit()." in explain(f"{path}:bare_exit")
+    at_import = write(tmp_path, "exits.py", "import sys\n\nsys.exit('no config')\n")
+    said = explain(str(at_import))
+    assert f"importing {at_import} failed at {at_import}:3: it called sys.exit('no config')" in said
+    # a TypeError from inside the function is the file's too, not a call with the wrong arguments
+    typed = write(tmp_path, "typed.py", "def make():\n    return len(5)\n")
+    with pytest.raises(JobDefinitionError, match=rf"calling make\(\) failed at {typed}:2: TypeError: object of type"):
+        load_pipeline(f"{typed}:make")
+    takes_args = write(tmp_path, "args.py", "def make(name):\n    return name\n")
+    with pytest.raises(JobDefinitionError, match="calling it with no arguments failed"):
+        load_pipeline(f"{takes_args}:make")
+
+
+def test_a_module_that_fails_to_import_names_its_file_and_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    failing = package(tmp_path, "failing_pipelines")
+    module = write(failing, "nightly.py", "import os\n\nos.environ['NIGHTLY_TOKEN']\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("NIGHTLY_TOKEN", raising=False)
+    with pytest.raises(JobDefinitionError, match=rf"importing failing_pipelines.nightly failed at {module}:3: KeyError"):
+        load_pipeline("failing_pipelines.nightly:job")
+    exits = write(failing, "exits.py", "raise SystemExit(2)\n")
+    with pytest.raises(JobDefinitionError, match=rf"failed at {exits}:1: it called sys.exit\(2\)"):
+        load_pipeline("failing_pipelines.exits:job")

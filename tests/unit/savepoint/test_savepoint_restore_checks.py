@@ -76,6 +76,8 @@ def test_a_bad_savepoint_with_fresh_deletes_nothing(tmp_path):
     checkpoint = tmp_path / "ck"
     (checkpoint / "offsets").mkdir(parents=True)
     (checkpoint / "offsets" / "0").write_text("v1")
+    # the job's own checkpoint (one without sparkstate.json is refused before the savepoint is read)
+    (checkpoint / "sparkstate.json").write_text(json.dumps({"job": "sums"}))
     msg = refused(tmp_path, tmp_path / "nope", fresh=True)
     assert "does not exist" in msg and (checkpoint / "offsets" / "0").exists()
 
