@@ -667,11 +667,11 @@ def test_a_connection_lost_while_committing_says_the_outcome_is_unknown(postgres
     ],
 )
 def test_every_credential_form_libpq_takes_is_masked_in_descriptions_and_reprs(url):
-    from sparkstate.connectors.sinks import _mask
+    from sparkstate.connectors.credentials import mask
 
     sink = PostgresSink(url, table="out", job="job")
     job = Job("j").sink(sink)
-    for text in (sink.describe(), repr(sink), repr(job), _mask(url), str(sink)):
+    for text in (sink.describe(), repr(sink), repr(job), mask(url), str(sink)):
         assert "S3" not in text and "cret" not in text, text
     assert "***" in sink.describe()
     assert "db" in repr(sink) and "postgresql://" not in repr(sink)  # no URL in the repr at all
