@@ -19,7 +19,7 @@ def test_run_into_sqlite_then_fresh_starts_the_table_over(tmp_path):
     first = sparkstate(tmp_path, *args)
     assert first.returncode == 0, first.stderr
     out = squashed(first.stdout)  # rich wraps long lines anywhere, even inside a path
-    assert squashed(f"sink: sqlite:{db} table=sums mode=append") in out
+    assert squashed(f"sink: sqlite://{db} table=sums mode=append") in out  # the URL that names it: sqlite:///tmp/...
     assert squashed("output: 6,000 rows in table sums") in out
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*), count(DISTINCT merchant_id) FROM sums").fetchone() == (6000, 100)

@@ -307,7 +307,9 @@ class SqliteSink(DatabaseSink):
         return schema == "temp"
 
     def describe(self) -> str:
-        return f"sqlite:{self.path} {self._options()}"
+        # the URL that names the file: sqlite:////data/x.db is /data/x.db's (sqlite://data/x.db would name a host)
+        url = f"sqlite://{self.path}" if self.path.startswith("/") else f"sqlite:{self.path}"
+        return f"{url} {self._options()}"
 
 
 def _misread(url: str, info: dict[str, Any]) -> str | None:
