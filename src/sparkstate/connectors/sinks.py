@@ -318,7 +318,7 @@ def _misread(url: str, info: dict[str, Any]) -> str | None:
     password makes the rest a host, port or database), or a port that is not a number."""
     _, rest = _libpq_split(url)
     if "@" in rest.partition("?")[0]:
-        return "an '@' after the host"
+        return "an '@' in the host or database name"
     if any(p.strip() and not p.strip().isdigit() for p in str(info.get("port") or "").split(",")):
         return "a port that is not a number"
     return None
