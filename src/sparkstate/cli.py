@@ -452,11 +452,11 @@ def _refuse_generator_options(ctx: click.Context, source_spec: str) -> None:
         if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
     ]
     if given:
-        from sparkstate.connectors.sources import mask_any_url
+        from sparkstate.connectors.credentials import mask
 
         bound = " (a Kafka source's micro-batches: ?max_records=N in its URL)" if "--max-batch" in given else ""
         raise JobDefinitionError(
-            f"{', '.join(given)}: generator options do not apply with --source {mask_any_url(source_spec)}, "
+            f"{', '.join(given)}: generator options do not apply with --source {mask(source_spec)}, "
             f"which reads the events it is sent{bound}"
         )
 
@@ -494,7 +494,7 @@ def produce(url: str, events: int, rate: float | None, merchants: int, seed: int
     """
     import datetime as dt
 
-    from sparkstate.connectors.kafka.client import mask
+    from sparkstate.connectors.credentials import mask
 
     try:
         wrote, seconds, first_ms, last_ms, topic_parts = _produce(
@@ -510,7 +510,7 @@ def produce(url: str, events: int, rate: float | None, merchants: int, seed: int
         return f"{dt.datetime.fromtimestamp(ms / 1000, dt.UTC):%Y-%m-%d %H:%M:%S} UTC"
 
     console.print(text(
-        f"wrote {wrote:,} events to {mask(url.split('?')[0])} ({topic_parts} partition{'s' if topic_parts != 1 else ''}) "
+        f"wrote {wrote:,} events to {mask(url).split('?')[0]} ({topic_parts} partition{'s' if topic_parts != 1 else ''}) "
         f"in {seconds:,.1f} s ({wrote / max(seconds, 1e-9):,.0f} events/s); keyed by merchant_id ({merchants:,} merchants, "
         f"seed {seed}); event times {utc(first_ms)} to {utc(last_ms)}"), soft_wrap=True)
 
@@ -537,8 +537,9 @@ def _produce(url: str, events: int, rate: float | None, merchants: int, seed: in
     from confluent_kafka import KafkaException, Producer
     from confluent_kafka.admin import AdminClient
 
+    from sparkstate.connectors.credentials import mask
     from sparkstate.connectors.generator import UpiPayments
-    from sparkstate.connectors.kafka.client import client_config, mask, reason, topic_partitions
+    from sparkstate.connectors.kafka.client import client_config, reason, topic_partitions
     from sparkstate.connectors.kafka.protocol import ensure_topics
     from sparkstate.connectors.kafka.sink import KafkaSink
     from sparkstate.connectors.kafka.source import parse_kafka_url

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Self
 
+from sparkstate.connectors.credentials import mask, mask_quoted, query_parameters, split_query
+
 
 @dataclass
 class ConsoleSink:
@@ -240,14 +242,21 @@ class PostgresSink(DatabaseSink):
         import psycopg.conninfo
 
         try:
-            psycopg.conninfo.conninfo_to_dict(self.url)
+            info = psycopg.conninfo.conninfo_to_dict(self.url)
         except psycopg.Error as exc:
-            # libpq quotes the text it could not read, which may be a piece of a password
             # libpq quotes the text it could not read, which may be a piece of a password, and so
             # may be what follows a keyword string's password (``password=se cret``)
-            problem = re.sub(r'after "[^"]*"', "after a word", _mask(str(exc))).strip()
-            shown = repr(_mask(self.url)) if "://" in self.url else "(a keyword string, not shown: it may hold a password)"
+            shown = repr(mask(self.url)) if "://" in self.url else "(a keyword string, not shown: it may hold a password)"
+            problem = mask_quoted(mask(str(exc))).strip()
             raise JobDefinitionError(f"PostgresSink: cannot read the URL {shown}: {problem}") from None
+        misread = _misread(self.url, info) if "://" in self.url else None
+        if misread:
+            # not shown: libpq's reading of it is what would show a piece of the password as a host or port
+            raise JobDefinitionError(
+                f"PostgresSink: libpq reads the URL (not shown: it may hold a password) with {misread}, as it ends "
+                "a user name and password at the first '@' or '/': percent-encode '/', '@', '%' and spaces in a user "
+                "name or password ('/' is %2F, '@' is %40), e.g. postgresql://app:pa%2Fss@db/prod"
+            )
 
     def _check_table(self, table: str) -> None:
         from sparkstate.errors import JobDefinitionError
@@ -267,7 +276,7 @@ class PostgresSink(DatabaseSink):
         return schema == "pg_temp" or schema.startswith("pg_temp_")
 
     def describe(self) -> str:
-        return f"{_mask(self.url)} {self._options()}"
+        return f"{mask(self.url)} {self._options()}"
 
     def __repr__(self) -> str:
         # no URL: it may hold a password in a form no mask knows; where it goes is host, port and database
@@ -298,67 +307,86 @@ class SqliteSink(DatabaseSink):
         return schema == "temp"
 
     def describe(self) -> str:
-        return f"sqlite:{self.path} {self._options()}"
+        # the URL that names the file: sqlite:////data/x.db is /data/x.db's (sqlite://data/x.db would name a host)
+        url = f"sqlite://{self.path}" if self.path.startswith("/") else f"sqlite:{self.path}"
+        return f"{url} {self._options()}"
 
 
-#: libpq's connection parameters that hold secrets
-_SECRET_PARAMETERS = ("password", "sslpassword")
-_SECRET = "|".join(_SECRET_PARAMETERS)
-#: ``scheme://user:password@host``: the password runs to the netloc's last ``@``
-_URL_PASSWORD = re.compile(r"(://[^\s/?#@:]*:)[^\s/?#]*@")
-#: ``?password=...`` / ``&sslpassword=...`` in a URL's query
-_QUERY_SECRET = re.compile(rf"([?&](?:{_SECRET})=)[^&#\s]*", re.IGNORECASE)
-#: ``password=...`` / ``password = 'quoted \\' value'`` in a keyword/value connection string
-_KEYWORD_SECRET = re.compile(rf"(?<![\w.&?])((?:{_SECRET})\s*=\s*)('(?:\\.|[^'\\])*'?|\S*)", re.IGNORECASE)
+def _misread(url: str, info: dict[str, Any]) -> str | None:
+    """What shows that libpq does not read ``url`` as the user meant: an ``@`` after the user's
+    part (libpq's ends at the first ``@`` before a ``/``, so a raw ``/`` or a second ``@`` in a
+    password makes the rest a host, port or database), or a port that is not a number."""
+    _, rest = _libpq_split(url)
+    if "@" in rest.partition("?")[0]:
+        return "an '@' in the host or database name"
+    if any(p.strip() and not p.strip().isdigit() for p in str(info.get("port") or "").split(",")):
+        return "a port that is not a number"
+    return None
 
 
-def _mask(text: str) -> str:
-    """``text`` (a connection URL or string, or a message holding one) with every credential
-    libpq accepts replaced by ``***``: the password of ``user:password@``, the ``password``
-    and ``sslpassword`` URL parameters, and ``password=``/``sslpassword=`` keywords."""
-    if not isinstance(text, str):
-        return text
-    text = _URL_PASSWORD.sub(r"\1***@", text)
-    text = _QUERY_SECRET.sub(r"\1***", text)
-    return _KEYWORD_SECRET.sub(r"\1***", text)
+def _libpq_split(url: str) -> tuple[str, str]:
+    """``scheme://user:password@`` and the rest of a libpq URL, split where libpq splits them:
+    at the first ``@`` before any ``/`` (a password may hold ``?`` and ``#``)."""
+    scheme, _, rest = url.partition("://")
+    cut = min((i for i in (rest.find("@"), rest.find("/")) if i >= 0), default=-1)
+    if cut >= 0 and rest[cut] == "@":
+        return f"{scheme}://{rest[: cut + 1]}", rest[cut + 1:]
+    return f"{scheme}://", rest
 
 
 _SINK_OPTIONS = ("table", "mode", "key", "job")
 
 
 def _database_sink(spec: str) -> Any:
-    """``postgresql://...`` or ``sqlite:...`` with sink options (table, mode, key, job) in the query."""
+    """``postgresql://...`` or ``sqlite:...`` with sink options (table, mode, key, job) in the query.
+
+    A PostgreSQL URL is split where libpq splits it (:func:`_libpq_split`), not where ``urllib``
+    would: a password may hold ``?`` and ``#``. The query's other parameters go to libpq as written."""
     from sparkstate.errors import JobDefinitionError
 
-    parts = urllib.parse.urlsplit(spec)
-    options: dict[str, str] = {}
-    rest = []
-    for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
-        if name in _SINK_OPTIONS:
-            if name in options:
-                raise JobDefinitionError(f"sink {_mask(spec)!r} gives {name}= twice")
-            options[name] = value
-        else:
-            rest.append((name, value))
-    if parts.scheme == "sqlite":
+    if spec.startswith("sqlite:"):
+        try:
+            parts = urllib.parse.urlsplit(spec)
+        except ValueError as exc:  # "[" without "]": Python reads it as an IPv6 host
+            raise JobDefinitionError(f"sink {mask(spec)!r}: {exc}; use sqlite:///ABSOLUTE/PATH.db") from None
+        options, rest = _sink_options(spec, parts.query)
         if parts.netloc:
             raise JobDefinitionError(
-                f"sink {spec!r}: a SQLite URL has no host; use sqlite:///ABSOLUTE/PATH.db or sqlite:RELATIVE/PATH.db"
+                f"sink {mask(spec)!r}: a SQLite URL has no host; use sqlite:///ABSOLUTE/PATH.db or sqlite:RELATIVE/PATH.db"
             )
         if rest:
             raise JobDefinitionError(
-                f"sink {spec!r}: unknown option {rest[0][0]!r}; a SQLite sink takes {', '.join(_SINK_OPTIONS)}"
+                f"sink {spec!r}: unknown option {urllib.parse.unquote_plus(rest[0].partition('=')[0])!r}; "
+                f"a SQLite sink takes {', '.join(_SINK_OPTIONS)}"
             )
         if not parts.path:
             raise JobDefinitionError(f"sink {spec!r} names no database file; use sqlite:///ABSOLUTE/PATH.db?table=NAME")
         return SqliteSink(parts.path, **options)
-    if not parts.path.strip("/"):
+    user, rest_of_url = _libpq_split(spec)
+    address, _, query = rest_of_url.partition("?")
+    options, rest = _sink_options(spec, query)
+    if not address.partition("/")[2].strip("/"):
         raise JobDefinitionError(
-            f"sink {_mask(spec)!r} names no database; use postgresql://USER@HOST:PORT/DATABASE?table=NAME"
+            f"sink {mask(spec)!r} names no database; use postgresql://USER@HOST:PORT/DATABASE?table=NAME"
         )
     # options libpq knows (sslmode, connect_timeout...) stay in the URL
-    url = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(rest)))
-    return PostgresSink(url, **options)
+    return PostgresSink(user + address + ("?" + "&".join(rest) if rest else ""), **options)
+
+
+def _sink_options(spec: str, query: str) -> tuple[dict[str, str], list[str]]:
+    """The sink options of a URL's ``query`` (decoded), and its other parameters as written."""
+    from sparkstate.errors import JobDefinitionError
+
+    options: dict[str, str] = {}
+    rest = []
+    for piece, (name, value) in zip(split_query(query), query_parameters(query)):
+        if name in _SINK_OPTIONS:
+            if name in options:
+                raise JobDefinitionError(f"sink {mask(spec)!r} gives {name}= twice")
+            options[name] = value
+        else:
+            rest.append(piece)
+    return options, rest
 
 
 #: what a ``kafka://`` sink URL may set beside librdkafka's settings (names with a dot)
@@ -370,7 +398,6 @@ def parse_sink(spec: str) -> Any:
     (``parquet:///ABSOLUTE/PATH``), ``postgresql://USER@HOST:PORT/DB?table=T&mode=upsert&key=a,b``,
     ``sqlite:///PATH.db?table=T`` or
     ``kafka://HOST:PORT/TOPIC?key=a,b&guarantee=at-least-once&create=true&partitions=N``."""
-    from sparkstate.connectors.sources import mask_any_url
     from sparkstate.errors import JobDefinitionError
 
     if spec == "console":
@@ -392,7 +419,7 @@ def parse_sink(spec: str) -> Any:
         refuse_unknown_kafka_options(spec, parse_kafka_url(spec)[2], KAFKA_SINK_OPTIONS, "sink")
         return parse_kafka_sink(spec)
     raise JobDefinitionError(
-        f"unknown sink {mask_any_url(spec)!r}; use console, noop, memory, parquet:PATH, "
+        f"unknown sink {mask(spec)!r}; use console, noop, memory, parquet:PATH, "
         "postgresql://USER@HOST:PORT/DB?table=NAME, sqlite:///PATH.db?table=NAME or "
         "kafka://HOST:PORT/TOPIC[?key=COLS&create=true]"
     )

@@ -24,6 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 from sparkstate.api.io import Guarantee, SourceSpec
 from sparkstate.api.schema import Schema
 from sparkstate.api.time import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, epoch_millis
+from sparkstate.connectors.credentials import mask
 from sparkstate.errors import JobDefinitionError
 
 EXACTLY_ONCE = Guarantee.EXACTLY_ONCE
@@ -358,22 +359,10 @@ class FileSource(TextLines):
         return f"files {self.path} ({self.format} lines)"
 
 
-def mask_any_url(spec: str) -> str:
-    """A URL of any scheme, or a mistyped one (``kafka:/user:pw@host``), with its credentials
-    masked: for the message that says the URL is unknown."""
-    import re
-
-    from sparkstate.connectors.kafka.client import mask
-
-    return re.sub(r"([^\s/?#@:]+:)[^\s/?#]*@", r"\1***@", mask(spec))
-
-
 def refuse_unknown_kafka_options(spec: str, options: dict[str, str], known: tuple[str, ...], what: str) -> None:
     """Raise a :class:`JobDefinitionError` for a ``kafka://`` URL's query parameter that is
     neither one of ``known`` nor a librdkafka setting (those have a dot: ``security.protocol``);
     the URL is shown with its credentials masked."""
-    from sparkstate.connectors.kafka.client import mask
-
     unknown = sorted(n for n in options if n not in known and "." not in n)
     if unknown:
         takes = f"{', '.join(known)}, and" if known else "only"
@@ -392,20 +381,20 @@ def parse_source(spec: str, schema: str, time_column: str | None = None) -> Text
     options = {k: v[-1] for k, v in parse_qs(query).items()}
     fmt = options.pop("format", "json")
     if options:
-        raise JobDefinitionError(f"source {spec!r}: unknown option(s) {', '.join(sorted(options))}; only format=json|csv")
+        raise JobDefinitionError(f"source {mask(spec)!r}: unknown option(s) {', '.join(sorted(options))}; only format=json|csv")
     if base.startswith("socket://"):
-        url = urlsplit(base)
         try:
-            port = url.port
-        except ValueError:
-            port = None
-        if not url.hostname or port is None or url.path not in ("", "/"):
-            raise JobDefinitionError(f"source {spec!r}: expected socket://HOST:PORT, e.g. socket://localhost:9000")
-        return SocketSource(url.hostname, port, schema, format=fmt, time_column=time_column)
+            url = urlsplit(base)
+            host, port = url.hostname, url.port
+        except ValueError:  # a port that is not a number, or "[" without "]"
+            host = port = None
+        if not host or port is None or url.path not in ("", "/"):
+            raise JobDefinitionError(f"source {mask(spec)!r}: expected socket://HOST:PORT, e.g. socket://localhost:9000")
+        return SocketSource(host, port, schema, format=fmt, time_column=time_column)
     for prefix in ("file://", "file:"):
         if base.startswith(prefix) and len(base) > len(prefix):
             return FileSource(base[len(prefix):], schema, format=fmt, time_column=time_column)
     raise JobDefinitionError(
-        f"unknown source {mask_any_url(spec)!r}; use socket://HOST:PORT or file:DIRECTORY (each with ?format=csv for CSV); "
+        f"unknown source {mask(spec)!r}; use socket://HOST:PORT or file:DIRECTORY (each with ?format=csv for CSV); "
         "`sparkstate run --source` also takes kafka://HOST:PORT/TOPIC (&starting=earliest|latest|TIME, &max_records=N)"
     )

@@ -89,7 +89,7 @@ def kafka_source(spec: str, schema: str, time_column: str | None = None) -> Text
     the topic: another topic is another checkpoint."""
     import re
 
-    from sparkstate.connectors.kafka.client import mask
+    from sparkstate.connectors.credentials import mask
     from sparkstate.connectors.kafka.source import KafkaSource, parse_kafka_url
     from sparkstate.connectors.sources import refuse_unknown_kafka_options
 

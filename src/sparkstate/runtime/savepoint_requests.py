@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from sparkstate.connectors.credentials import mask
 from sparkstate.errors import CheckpointInUseError, SavepointError
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
 from sparkstate.runtime.run_lock import RunLock, read_holder
@@ -368,6 +369,9 @@ def recorded_sinks(checkpoint: CheckpointDir) -> dict[str, Any]:
         sinks = checkpoint.read_metadata().get("sinks")
     except (OSError, ValueError):
         return {}
+    if isinstance(sinks, list):  # masked again: a checkpoint written before URLs of any shape were masked may hold a password
+        sinks = [{k: mask(v) if k in ("database", "kafka") else v for k, v in e.items()} if isinstance(e, dict) else e
+                 for e in sinks]
     return {"sinks": sinks} if sinks else {}
 
 

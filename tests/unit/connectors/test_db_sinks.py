@@ -409,6 +409,24 @@ def test_parse_sink_reads_database_urls(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("url", "path", "shown"),
+    [
+        ("sqlite:////data/x.db", "//data/x.db", "sqlite:////data/x.db"),
+        ("sqlite:///data/x.db", "/data/x.db", "sqlite:///data/x.db"),
+        ("sqlite:data/x.db", "data/x.db", "sqlite:data/x.db"),
+    ],
+)
+def test_a_sqlite_path_is_shown_as_the_url_that_names_it(url, path, shown):
+    """An absolute path shown as sqlite:{path} read as a host when it began with "//"
+    (sqlite:////data/x.db was shown as sqlite://data/x.db): shown is the URL that names it."""
+    sink = parse_sink(url)
+    assert isinstance(sink, SqliteSink) and sink.path == path
+    assert sink.describe() == f"{shown} table=<job name> mode=append"
+    assert parse_sink(shown).path == path  # what is shown reads back as the same file
+    assert SqliteSink("/data/x.db").describe().startswith("sqlite:///data/x.db ")
+
+
+@pytest.mark.parametrize(
     "spec, message",
     [
         ("postgresql://u@h/db?mode=upsert", "upsert needs the key columns"),
@@ -667,11 +685,11 @@ def test_a_connection_lost_while_committing_says_the_outcome_is_unknown(postgres
     ],
 )
 def test_every_credential_form_libpq_takes_is_masked_in_descriptions_and_reprs(url):
-    from sparkstate.connectors.sinks import _mask
+    from sparkstate.connectors.credentials import mask
 
     sink = PostgresSink(url, table="out", job="job")
     job = Job("j").sink(sink)
-    for text in (sink.describe(), repr(sink), repr(job), _mask(url), str(sink)):
+    for text in (sink.describe(), repr(sink), repr(job), mask(url), str(sink)):
         assert "S3" not in text and "cret" not in text, text
     assert "***" in sink.describe()
     assert "db" in repr(sink) and "postgresql://" not in repr(sink)  # no URL in the repr at all

@@ -12,8 +12,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkstate.connectors.credentials import mask
 from sparkstate.connectors.database.arrow import is_nested, utc_wall_clock
-from sparkstate.connectors.sinks import POSTGRES_NAME_BYTES, PostgresSink, SqliteSink, _mask
+from sparkstate.connectors.sinks import POSTGRES_NAME_BYTES, PostgresSink, SqliteSink
 from sparkstate.errors import SinkError
 
 
@@ -206,7 +207,7 @@ class PostgresDialect(Dialect):
             raise SinkError(
                 f"cannot connect to PostgreSQL at {t['host']}:{t['port']} (database {t['dbname']}, user {t['user']}): "
                 f"{sentence(exc)} Start the server, or fix the host, port, database or user in the sink URL "
-                f"({_mask(sink.url)}); nothing was written"
+                f"({mask(sink.url)}); nothing was written"
             ) from None
 
     def sql_type(self, t: pa.DataType) -> str:

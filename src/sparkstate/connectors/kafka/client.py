@@ -13,30 +13,16 @@ This module does not import pyspark: Spark's Python workers run it, and so do th
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from sparkstate.connectors.credentials import mask
+
 #: seconds a metadata request (topics, partitions, offsets) may take before the broker counts as unreachable
 METADATA_TIMEOUT_S = 15.0
-#: librdkafka's settings whose values are secrets: never printed, never in a message
-SECRET_SETTINGS = ("sasl.password", "ssl.key.password", "ssl.keystore.password", "sasl.oauthbearer.client.secret")
-
 _client_log = logging.getLogger("sparkstate.kafka.client")
 _client_log.addHandler(logging.NullHandler())
 _client_log.propagate = False
-
-_SECRET = "|".join(re.escape(s) for s in SECRET_SETTINGS)
-#: ``user:password@host`` in a kafka:// URL, and ``sasl.password=...`` in a query or a message
-_URL_PASSWORD = re.compile(r"(://[^\s/?#@:]*:)[^\s/?#]*@")
-_SETTING_SECRET = re.compile(rf"((?:{_SECRET})['\"]?\s*[=:]\s*['\"]?)[^&'\"\s,}}]*", re.IGNORECASE)
-
-
-def mask(text: Any) -> Any:
-    """``text`` with every credential replaced by ``***`` (a URL's password, ``sasl.password=``)."""
-    if not isinstance(text, str):
-        return text
-    return _SETTING_SECRET.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", text))
 
 
 def client_config(bootstrap_servers: str, options: Mapping[str, Any] | None = None, **settings: Any) -> dict[str, Any]:

@@ -55,8 +55,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from sparkstate.connectors.credentials import mask
 from sparkstate.connectors.database.protocol import BatchOutcome
-from sparkstate.connectors.kafka.client import METADATA_TIMEOUT_S, client_config, mask, reason, topic_partitions, unreachable
+from sparkstate.connectors.kafka.client import METADATA_TIMEOUT_S, client_config, reason, topic_partitions, unreachable
 from sparkstate.connectors.kafka.records import encode
 from sparkstate.connectors.kafka.sink import KafkaSink
 from sparkstate.errors import SinkError

@@ -34,7 +34,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from sparkstate.connectors.kafka.client import METADATA_TIMEOUT_S, client_config, mask, topic_partitions, unreachable
+from sparkstate.connectors.credentials import mask
+from sparkstate.connectors.kafka.client import METADATA_TIMEOUT_S, client_config, topic_partitions, unreachable
 from sparkstate.errors import SourceError
 
 Offsets = dict[str, dict[str, int]]

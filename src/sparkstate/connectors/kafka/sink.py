@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Self
 
-from sparkstate.connectors.kafka.client import mask
+from sparkstate.connectors.credentials import mask
 from sparkstate.errors import JobDefinitionError
 
 EXACTLY_ONCE = "exactly-once"

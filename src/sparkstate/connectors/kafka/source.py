@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 from sparkstate.api.io import Guarantee
 from sparkstate.api.schema import Schema
 from sparkstate.api.time import epoch_millis
-from sparkstate.connectors.kafka.client import mask
+from sparkstate.connectors.credentials import mask, query_parameters
 from sparkstate.connectors.sources import TextLines
 from sparkstate.errors import JobDefinitionError
 
@@ -239,18 +239,26 @@ def parse_kafka_url(spec: str) -> tuple[str, str, dict[str, str]]:
     """``kafka://[USER:PASSWORD@]HOST:PORT[,HOST:PORT]/TOPIC?k=v`` as (servers, topic, options);
     a user and password become SASL settings (``sasl.username``/``sasl.password``; the
     mechanism and protocol come from the query, default PLAIN over SASL_PLAINTEXT)."""
-    from urllib.parse import parse_qsl, unquote, urlsplit
+    from urllib.parse import unquote, urlsplit
 
     rest = spec[len("kafka://"):] if spec.startswith("kafka://") else None
     if not rest:
         raise JobDefinitionError(f"{mask(spec)!r} is not a kafka:// URL; use kafka://HOST:PORT/TOPIC")
-    url = urlsplit(spec)
-    netloc = url.netloc
-    auth, _, servers = netloc.rpartition("@")
+    # a URL's user part ends at its first "/", "?" or "#": a password holding one must be percent-encoded
+    encode = ("; percent-encode '/', '?', '#', '[', ']' and '%' in a user name or password ('/' is %2F)"
+              if "@" in rest else "")
+    try:
+        url = urlsplit(spec)
+    except ValueError:  # "[" without "]": Python reads it as an IPv6 host
+        raise JobDefinitionError(f"{mask(spec)!r}: expected kafka://HOST:PORT/TOPIC{encode}") from None
+    auth, _, servers = url.netloc.rpartition("@")
     topic = unquote(url.path.strip("/"))
     if not servers or not topic or "/" in topic:
-        raise JobDefinitionError(f"{mask(spec)!r}: expected kafka://HOST:PORT/TOPIC, e.g. kafka://localhost:9092/payments")
-    options = dict(parse_qsl(url.query, keep_blank_values=True))
+        raise JobDefinitionError(
+            f"{mask(spec)!r}: expected kafka://HOST:PORT/TOPIC, e.g. kafka://localhost:9092/payments{encode}")
+    if "#" in spec:  # what follows it is not in url.query: a password would lose its end, an option be dropped
+        raise JobDefinitionError(f"{mask(spec)!r}: a kafka:// URL has no '#' part; percent-encode a '#' (%23)")
+    options = dict(query_parameters(url.query))
     if auth:
         user, _, password = auth.partition(":")
         options.setdefault("sasl.username", unquote(user))
