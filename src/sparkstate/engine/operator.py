@@ -36,13 +36,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import heapq
-import json
 import reprlib
 import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import count
-from operator import itemgetter, methodcaller
-from typing import TYPE_CHECKING, Any, TypeAlias, overload
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from sparkstate.api.connected import BroadcastContext, KeyedBroadcastProcessFunction, KeyedCoProcessFunction
 from sparkstate.api.functions import (
@@ -58,6 +57,7 @@ from sparkstate.api.functions import (
 )
 from sparkstate.api.state import HELD_FIELD, INTERNAL_FIELDS, TIMERS_FIELD, KeyScope, Record, StateDescriptor
 from sparkstate.api.time import TimestampAssigner, epoch_millis
+from sparkstate.engine.events import EventColumns, UnreadableTime, dead_letter_text, timestamp_reader
 from sparkstate.errors import (
     JobDefinitionError,
     KeyColumnError,
@@ -69,7 +69,6 @@ from sparkstate.errors import (
 
 if TYPE_CHECKING:
     from sparkstate.api.job import ConnectedInput
-    from sparkstate.engine.events import EventColumns
 
 #: on_timer may register already-due timers; after this many rounds in one batch it is a loop.
 MAX_TIMER_ROUNDS = 10_000
@@ -91,34 +90,6 @@ def to_epoch_millis(value: Any) -> Any:
     """Datetimes become epoch ms (:func:`~sparkstate.api.time.epoch_millis`: naive ones are
     UTC, rounded down); anything else is returned as is."""
     return epoch_millis(value) if isinstance(value, _dt.datetime) else value
-
-
-class UnreadableTime:
-    """What a failing timestamp assigner gave instead of a time: the reason, for the dead letter."""
-
-    __slots__ = ("reason",)
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-
-@overload
-def timestamp_reader(column: str | None, assigner: TimestampAssigner) -> Callable[[Event], Any]: ...
-@overload
-def timestamp_reader(column: str | None, assigner: None = None) -> Callable[[Event], Any] | None: ...
-def timestamp_reader(column: str | None, assigner: TimestampAssigner | None = None) -> Callable[[Event], Any] | None:
-    """A function from an event dict to its raw event time (a column's value, or what the
-    timestamp assigner returns; an assigner's exception becomes an :class:`UnreadableTime`)."""
-    if assigner is None:
-        return methodcaller("get", column) if column else None
-
-    def read(ev: Event) -> Any:
-        try:
-            return assigner(ev)
-        except Exception as exc:
-            return UnreadableTime(f"timestamp assigner failed: {type(exc).__name__}: {exc}")
-
-    return read
 
 
 def key_getter(key_columns: Sequence[str]) -> Callable[[Event], Any]:
@@ -568,14 +539,6 @@ class KeyedOperator:
         return ProcessFunctionError(
             f"{self.name}.{phase} failed for key {key!r} on {what_s}: {type(exc).__name__}: {exc}"
         )
-
-
-def dead_letter_text(ev: Any) -> str:
-    """An event as JSON text for the dead-letter output (non-JSON values as their str)."""
-    try:
-        return json.dumps(ev, default=str, sort_keys=True)
-    except (TypeError, ValueError):
-        return repr(ev)
 
 
 def due_timer_limits(rec: Record, watermark: int, processing_time: int) -> bool:

@@ -26,9 +26,9 @@ from sparkstate.api.job import DEFAULT_KEY_GROUPS, ConnectedInput
 from sparkstate.api.schema import Schema
 from sparkstate.api.state import HELD_FIELD, INTERNAL_FIELDS, TIMERS_FIELD, Record
 from sparkstate.api.time import WatermarkStrategy
-from sparkstate.engine.events import END_OF_INPUT_MS, EventColumns, admit, key_group_of
+from sparkstate.engine.events import END_OF_INPUT_MS, EventColumns, admit, key_group_of, timestamp_reader
 from sparkstate.engine.keygroups import dumps_state
-from sparkstate.engine.operator import Events, KeyedOperator, due_timer_limits, timestamp_reader, to_epoch_millis
+from sparkstate.engine.operator import Events, KeyedOperator, due_timer_limits, to_epoch_millis
 from sparkstate.engine.output import arrow_table, python_rows
 from sparkstate.engine.ttl import TtlCleanup
 from sparkstate.engine.windows import WINDOWS_STATE, WindowOperator
