@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sparkstate import (
+    MIN_WATERMARK,
     Job,
     ListSource,
     ListStateDescriptor,
@@ -198,7 +199,7 @@ class Quiet(KeyedCoProcessFunction):
         return None
 
 
-def test_the_watermark_of_two_inputs_is_the_smaller_once_both_have_one():
+def test_the_watermark_of_two_inputs_is_the_smaller_and_waits_for_both():
     wm = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_column("ts")
     job = (
         Job("two").source(ListSource([[{"k": "a", "ts": 1}]], schema="k string, ts bigint"), watermark=wm).key_by("k")
@@ -207,7 +208,7 @@ def test_the_watermark_of_two_inputs_is_the_smaller_once_both_have_one():
     )
     h = job.harness()
     h.process_batch([{"k": "a", "ts": 1000}])
-    assert h.watermark == 999, "only the first input has an event time yet"
+    assert h.watermark == MIN_WATERMARK, "the second input has seen no event: it holds the watermark at MIN (Flink)"
     h.process_batch([{"k": "a", "ts": 5000}], second=[{"k": "a", "ts": 2000}])
     assert h.watermark == 1999
     h.process_batch([], second=[{"k": "a", "ts": 1500}])
