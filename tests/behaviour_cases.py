@@ -254,6 +254,30 @@ class WritesBroadcast(KeyedBroadcastProcessFunction):
         yield {"k": ctx.get_current_key(), "what": f"{what}; rules={','.join(sorted(rules.keys()))}", "n": e["v"]}
 
 
+COUNT = ValueStateDescriptor("count", int, default=0)
+HISTORY = ListStateDescriptor("history", int)
+
+
+class KeyedWrites(KeyedBroadcastProcessFunction):
+    """A rule adds its limit to every key's count and appends it to every key's history
+    (``apply_to_keyed_state``); a negative limit is then rejected, and its keyed writes with it."""
+
+    def open(self, ctx):
+        self.count = ctx.get_state(COUNT)
+        self.history = ctx.get_list_state(HISTORY)
+
+    def process_broadcast_element(self, r, ctx):
+        ctx.apply_to_keyed_state(COUNT, lambda key, count: count.update(count.value() + abs(r["limit"])))
+        ctx.apply_to_keyed_state(HISTORY, lambda key, history: history.add(r["limit"]))
+        if r["limit"] < 0:
+            raise ValueError(f"rule {r['name']}: negative limit")
+
+    def process_element(self, e, ctx):
+        self.count.update(self.count.value() + 1)
+        self.history.add(e["v"])
+        yield {"k": ctx.get_current_key(), "what": ",".join(map(str, self.history.get())), "n": self.count.value()}
+
+
 PROFILE_SCHEMA = "m string, name string, ts timestamp"
 
 
@@ -494,6 +518,26 @@ TWO_INPUT_CASES = [
             {"k": "a", "what": "refused: read-only; rules=r1", "n": 1},
             {"k": "a", "what": "refused: read-only; rules=r1,r2", "n": 2},
             {"k": "b", "what": "refused: read-only; rules=r1,r2", "n": 3},
+        ],
+    ),
+    Case(
+        "broadcast-rejected-keyed-writes",
+        KeyedWrites(),
+        TWO_INPUT_OUTPUT,
+        [
+            [ev("a", 1), ev("b", 1)],
+            [ev("a", 2)],  # "bad" added 10 to every count and history, then was rejected: undone
+            [ev("a", 3), ev("b", 3)],  # "ok" stays, the "bad" after it in the same batch does not
+        ],
+        second=[[], [rule("bad", -10)], [rule("ok", 100), rule("bad", -10)]],
+        second_schema=RULE_SCHEMA,
+        broadcast=(RULES,),
+        expected=[
+            {"k": "a", "what": "1", "n": 1},
+            {"k": "b", "what": "1", "n": 1},
+            {"k": "a", "what": "1,2", "n": 2},
+            {"k": "a", "what": "1,2,100,3", "n": 103},
+            {"k": "b", "what": "1,100,3", "n": 102},
         ],
     ),
     Case(

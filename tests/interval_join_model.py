@@ -8,8 +8,9 @@ which elements a correct cleanup may still hold.
 
 The micro-batch mapping is sparkstate's: batch ``i`` sees the watermark derived from batches
 ``< i``; with two inputs it is the smaller of the inputs' watermarks (each input's: its largest
-time so far - out_of_orderness - 1 ms), an input with no event yet not counting, and there is
-no watermark until that value is positive (Spark's starts at the epoch).
+time so far - out_of_orderness - 1 ms), an input with no event yet holding it at MIN (as in
+Flink, and Spark), and there is no watermark until that value is positive (Spark's starts at
+the epoch).
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ def watermarks(batches: list[Batch], out_of_orderness: int) -> list[int]:
             if elements:
                 top = max(e.ts for e in elements)
                 tops[side] = top if tops[side] is None else max(tops[side], top)
-        marks = [t - out_of_orderness - 1 for t in tops if t is not None]
-        if marks and min(marks) > 0:
+        marks = [MIN_WATERMARK if t is None else t - out_of_orderness - 1 for t in tops]
+        if min(marks) > 0:
             wm = max(wm, min(marks))
     return out
 

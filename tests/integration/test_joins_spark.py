@@ -46,3 +46,39 @@ def test_interval_join_on_spark_matches_the_harness(spark, checkpoint):
     expected = harness_in_spark_batches(job)
     assert len(expected) > 100
     same_rows(sink.rows(), expected)
+
+
+def test_an_input_that_has_seen_nothing_holds_the_watermark_at_min_as_on_the_harness(spark, checkpoint):
+    """Spark's ``min`` policy counts an input without data as 0 (no watermark): the job's
+    watermark waits for both inputs, as Flink's does (Long.MIN_VALUE) and the harness's."""
+    from datetime import timedelta
+
+    from sparkstate import Job, ListSource, WatermarkStrategy
+    from sparkstate.api.connected import KeyedCoProcessFunction
+
+    class Watermarks(KeyedCoProcessFunction):
+        def process_element1(self, e, ctx):
+            yield {"side": 1, "ts": e["ts"], "wm": ctx.timer_service().current_watermark()}
+
+        def process_element2(self, e, ctx):
+            yield {"side": 2, "ts": e["ts"], "wm": ctx.timer_service().current_watermark()}
+
+    ws = WatermarkStrategy.for_bounded_out_of_orderness(timedelta(0)).with_timestamp_column("ts")
+    first = [[{"k": "a", "ts": t}] for t in (10_000, 20_000, 30_000, 40_000)]
+    second: list[list[dict]] = [[], [], [{"m": "a", "ts": 15_000}], []]  # silent for two batches
+    sink = MemorySink()
+    job = (
+        Job("silent-second")
+        .source(ListSource(first, "k string, ts bigint", "ts", end_of_input=False), watermark=ws)
+        .key_by("k")
+        .connect(ListSource(second, "m string, ts bigint", "ts", end_of_input=False), key_by="m", watermark=ws)
+        .process(Watermarks(), output_schema="side int, ts bigint, wm bigint")
+        .sink(sink)
+        .with_settings(key_groups=4, **FAST)
+    )
+    assert job.run(checkpoint_dir=checkpoint, spark=spark).completed
+    h = job.harness()
+    expected = [row for a, b in zip(first, second) for row in h.process_batch(a, second=b)]
+    min_wm = -(2**63)
+    assert [r["wm"] for r in sorted(expected, key=lambda r: r["ts"])] == [min_wm, min_wm, min_wm, min_wm, 14_999]
+    same_rows(sink.rows(), expected)

@@ -93,7 +93,8 @@ class KeyedBroadcastProcessFunction(KeyedProcessFunction):
 
     Rows yielded by ``process_broadcast_element`` are emitted once per micro-batch (not once
     per key group or task, as Flink would). An exception there sends the element to the dead
-    letters with the reason and undoes its broadcast writes; the job goes on.
+    letters with the reason and undoes its writes, broadcast and keyed (``apply_to_keyed_state``);
+    the job goes on.
     """
 
     def process_element(self, value: Event, ctx: Context) -> Iterable[Any] | None:

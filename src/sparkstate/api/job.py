@@ -122,7 +122,8 @@ class ConnectedInput:
     * broadcast (``broadcast`` holds its MapState descriptors): no key; every key group gets
       every element, and it does not hold back the watermark;
     * keyed (``key_columns``): its own key columns into the first input's key space, its own
-      watermark strategy (the job's watermark is the smaller of the two, as in Flink);
+      watermark strategy (the job's watermark is the smaller of the two, as in Flink; one that
+      has seen no event holds it at MIN unless idle, ``WatermarkStrategy.with_idleness``);
     * an interval join: keyed, with ``join_bounds`` ``(lower, upper)`` in ms.
     """
 

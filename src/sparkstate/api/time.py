@@ -118,6 +118,10 @@ class WatermarkStrategy:
     ``TimestampAssigner``). An event whose time is missing or unreadable, or for which the
     function fails, goes to the dead-letter output with the reason.
 
+    With two inputs the job's watermark is the smaller of theirs, and an input that has seen
+    no event holds it at ``MIN_WATERMARK`` (as in Flink). :meth:`with_idleness` lets an input
+    that has had no event for a while stop holding it back (see docs/joins.md).
+
     Example::
 
         >>> from datetime import timedelta
@@ -132,6 +136,8 @@ class WatermarkStrategy:
     timestamp_column: str | None = None
     #: ``fn(event dict) -> epoch ms or datetime``; it sees timestamps as epoch ms
     timestamp_assigner: TimestampAssigner | None = None
+    #: processing time (ms) without an event after which the input is idle (None: never)
+    idle_timeout_ms: int | None = None
 
     @staticmethod
     def for_bounded_out_of_orderness(max_out_of_orderness: Duration) -> WatermarkStrategy:
@@ -159,6 +165,27 @@ class WatermarkStrategy:
         if not callable(assigner):
             raise JobDefinitionError(f"a timestamp assigner must be a function of the event, got {assigner!r}")
         return replace(self, timestamp_assigner=assigner, timestamp_column=None)
+
+    def with_idleness(self, timeout: Duration) -> WatermarkStrategy:
+        """Mark the input *idle* once it has had no event for ``timeout`` of processing time
+        (Flink's ``withIdleness``): an idle input does not hold back the watermark of a job with
+        two inputs, which then follows the other input alone; the input becomes active again
+        with its next event. Without it, an input that has seen no event holds the job's
+        watermark at ``MIN_WATERMARK``, and one that went quiet holds it where it left it.
+
+        The harness honours it; a Spark run of two inputs with a watermark each refuses it
+        (Spark computes the job's watermark itself, over every input); with one input it
+        changes nothing (docs/joins.md, "Idle inputs").
+        """
+        ms = to_millis(timeout, "idleness timeout")
+        if ms <= 0:
+            raise JobDefinitionError(f"an idleness timeout must be positive, got {ms} ms (with_idleness(timedelta(minutes=1)))")
+        return replace(self, idle_timeout_ms=ms)
+
+    def idle(self, last_event_at: int, now: int) -> bool:
+        """Whether the input is idle at processing time ``now``, its last event (or the
+        start, if it had none) having come at ``last_event_at``."""
+        return self.idle_timeout_ms is not None and now - last_event_at >= self.idle_timeout_ms
 
     @property
     def has_timestamps(self) -> bool:

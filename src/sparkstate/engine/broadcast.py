@@ -19,7 +19,8 @@ Invariants:
   them); they are small (one per distinct broadcast state the job went through).
 
 ``load`` returns a fresh copy each time: the function may change it in
-``process_broadcast_element``, and a rejected element's writes are undone on that copy only.
+``process_broadcast_element``, and a rejected element's writes are undone on that copy only
+(its keyed writes, through ``apply_to_keyed_state``, are undone by the operator).
 The directory must be reachable by every executor as a plain path (a local directory, or a
 shared file system mounted at the same place).
 """

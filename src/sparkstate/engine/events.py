@@ -33,9 +33,11 @@ beside the events, and the operator emits them to the ``dead_letters`` side outp
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from operator import methodcaller
+from typing import Any, overload
 
 import numpy as np
 import pandas as pd
@@ -44,7 +46,6 @@ import pyarrow.compute as pc
 
 from sparkstate.api.functions import Event
 from sparkstate.api.time import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, TimestampAssigner, epoch_millis
-from sparkstate.engine.operator import dead_letter_text, timestamp_reader
 
 PACKED_SCHEMA = "kg int, part int, seq int, ts timestamp, blob binary"
 PACKED_ARROW_SCHEMA = pa.schema(
@@ -175,6 +176,42 @@ def event_time_reason(t: int, now: int | None = None, max_ahead_ms: int | None =
             "to come (a wrong clock or unit?); raise max_event_time_ahead if such times are real"
         )
     return None
+
+
+class UnreadableTime:
+    """What a failing timestamp assigner gave instead of a time: the reason, for the dead letter."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+@overload
+def timestamp_reader(column: str | None, assigner: TimestampAssigner) -> Callable[[Event], Any]: ...
+@overload
+def timestamp_reader(column: str | None, assigner: None = None) -> Callable[[Event], Any] | None: ...
+def timestamp_reader(column: str | None, assigner: TimestampAssigner | None = None) -> Callable[[Event], Any] | None:
+    """A function from an event dict to its raw event time (a column's value, or what the
+    timestamp assigner returns; an assigner's exception becomes an :class:`UnreadableTime`)."""
+    if assigner is None:
+        return methodcaller("get", column) if column else None
+
+    def read(ev: Event) -> Any:
+        try:
+            return assigner(ev)
+        except Exception as exc:
+            return UnreadableTime(f"timestamp assigner failed: {type(exc).__name__}: {exc}")
+
+    return read
+
+
+def dead_letter_text(ev: Any) -> str:
+    """An event as JSON text for the dead-letter output (non-JSON values as their str)."""
+    try:
+        return json.dumps(ev, default=str, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(ev)
 
 
 def admit(

@@ -34,15 +34,16 @@ class only reads and mutates the dicts it is handed and remembers which keys it 
 
 from __future__ import annotations
 
+import copy
 import datetime as _dt
 import heapq
-import json
+import pickle
 import reprlib
 import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import count
-from operator import itemgetter, methodcaller
-from typing import TYPE_CHECKING, Any, TypeAlias, overload
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from sparkstate.api.connected import BroadcastContext, KeyedBroadcastProcessFunction, KeyedCoProcessFunction
 from sparkstate.api.functions import (
@@ -58,6 +59,7 @@ from sparkstate.api.functions import (
 )
 from sparkstate.api.state import HELD_FIELD, INTERNAL_FIELDS, TIMERS_FIELD, KeyScope, Record, StateDescriptor
 from sparkstate.api.time import TimestampAssigner, epoch_millis
+from sparkstate.engine.events import EventColumns, UnreadableTime, dead_letter_text, timestamp_reader
 from sparkstate.errors import (
     JobDefinitionError,
     KeyColumnError,
@@ -69,7 +71,6 @@ from sparkstate.errors import (
 
 if TYPE_CHECKING:
     from sparkstate.api.job import ConnectedInput
-    from sparkstate.engine.events import EventColumns
 
 #: on_timer may register already-due timers; after this many rounds in one batch it is a loop.
 MAX_TIMER_ROUNDS = 10_000
@@ -91,34 +92,6 @@ def to_epoch_millis(value: Any) -> Any:
     """Datetimes become epoch ms (:func:`~sparkstate.api.time.epoch_millis`: naive ones are
     UTC, rounded down); anything else is returned as is."""
     return epoch_millis(value) if isinstance(value, _dt.datetime) else value
-
-
-class UnreadableTime:
-    """What a failing timestamp assigner gave instead of a time: the reason, for the dead letter."""
-
-    __slots__ = ("reason",)
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-
-@overload
-def timestamp_reader(column: str | None, assigner: TimestampAssigner) -> Callable[[Event], Any]: ...
-@overload
-def timestamp_reader(column: str | None, assigner: None = None) -> Callable[[Event], Any] | None: ...
-def timestamp_reader(column: str | None, assigner: TimestampAssigner | None = None) -> Callable[[Event], Any] | None:
-    """A function from an event dict to its raw event time (a column's value, or what the
-    timestamp assigner returns; an assigner's exception becomes an :class:`UnreadableTime`)."""
-    if assigner is None:
-        return methodcaller("get", column) if column else None
-
-    def read(ev: Event) -> Any:
-        try:
-            return assigner(ev)
-        except Exception as exc:
-            return UnreadableTime(f"timestamp assigner failed: {type(exc).__name__}: {exc}")
-
-    return read
 
 
 def key_getter(key_columns: Sequence[str]) -> Callable[[Event], Any]:
@@ -188,6 +161,9 @@ class KeyedOperator:
         self._run_key_group: GroupRunner | None = None
         #: every record of the key group (for ``apply_to_keyed_state``), set per batch
         self._all_records: Callable[[], Iterable[tuple[Any, Record]]] = lambda: ()
+        #: while a broadcast element runs: each record its ``apply_to_keyed_state`` visited, a
+        #: copy of it from before, and whether the batch had touched it (to undo a rejection)
+        self._keyed_undo: dict[Any, tuple[Record, Record, bool]] | None = None
         self.connected = connected
         self.bctx = BroadcastContext(self.scope, self.timer_service)
         self.bctx.applier = self._apply_to_keyed_state  # type: ignore[assignment]
@@ -290,9 +266,10 @@ class KeyedOperator:
     def process_broadcast(self, elements: Iterable[Event], emit: bool = True) -> list[Any]:
         """Run ``process_broadcast_element`` on each broadcast element in order.
 
-        An element the function rejects (it raises) changes no broadcast state: its writes
-        are undone and it goes to the dead letters with the reason (from the emitting group
-        only); the batch goes on. Without ``emit``, its rows and side rows are dropped.
+        An element the function rejects (it raises) changes no state: its broadcast writes and
+        its keyed writes (``apply_to_keyed_state``: values, timers) are undone, and it goes to
+        the dead letters with the reason (from the emitting group only); the batch goes on.
+        Without ``emit``, its rows and side rows are dropped.
         """
         fn = self.fn
         if not isinstance(fn, KeyedBroadcastProcessFunction):
@@ -309,7 +286,8 @@ class KeyedOperator:
             scope.timestamp = None
             before = {name: dict(m) for name, m in states.items()}
             changed = scope.broadcast_changed
-            side_len = len(scope.side)
+            side_len, due_len = len(scope.side), len(scope.due)
+            self._keyed_undo = {}
             try:
                 result = fn.process_broadcast_element(ev, bctx)
                 rows = [] if result is None else list(self._rows("process_broadcast_element", result))
@@ -320,11 +298,15 @@ class KeyedOperator:
                 for name, m in before.items():
                     states[name] = m
                 scope.broadcast_changed = changed
+                self._undo_keyed_writes(self._keyed_undo)
+                del scope.due[due_len:]
                 del scope.side[side_len:]
                 if emit:
                     reason = f"{self.name}.process_broadcast_element rejected it: {type(exc).__name__}: {exc}"
                     scope.side.append((DEAD_LETTERS.name, {"raw": dead_letter_text(ev), "reason": reason}))
                 continue
+            finally:
+                self._keyed_undo = None
             if emit:
                 out.extend(rows)
             else:
@@ -332,6 +314,15 @@ class KeyedOperator:
         scope.key = None
         scope.rec = None
         return out
+
+    def _undo_keyed_writes(self, undo: dict[Any, tuple[Record, Record, bool]] | None) -> None:
+        """Put back the records a rejected broadcast element visited, in place (the engine
+        holds them), and forget the keys it alone touched."""
+        for key, (rec, saved, was_touched) in (undo or {}).items():
+            rec.clear()
+            rec.update(saved)
+            if not was_touched:
+                self.touched.pop(key, None)
 
     def _rows(self, phase: str, result: Any) -> Any:
         if type(result) is not _GENERATOR and isinstance(result, _SINGLE_ROW):
@@ -352,11 +343,14 @@ class KeyedOperator:
         scope = self.scope
         touched = self.touched
         name = desc.name
+        undo = self._keyed_undo
         try:
             for key, rec in list(self._all_records()):
                 rec = touched.get(key, rec)
                 if name not in rec:
                     continue
+                if undo is not None and key not in undo:  # as it was before the element, should it be rejected
+                    undo[key] = (rec, _copy_record(rec), key in touched)
                 touched[key] = rec
                 scope.key = key
                 scope.rec = rec
@@ -570,12 +564,14 @@ class KeyedOperator:
         )
 
 
-def dead_letter_text(ev: Any) -> str:
-    """An event as JSON text for the dead-letter output (non-JSON values as their str)."""
+def _copy_record(rec: Record) -> Record:
+    """A deep copy of a record (by pickle, as the engine stores records; deepcopy for what
+    pickle cannot take, which the harness allows without serialisation)."""
     try:
-        return json.dumps(ev, default=str, sort_keys=True)
-    except (TypeError, ValueError):
-        return repr(ev)
+        copied: Record = pickle.loads(pickle.dumps(rec, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:
+        copied = copy.deepcopy(rec)
+    return copied
 
 
 def due_timer_limits(rec: Record, watermark: int, processing_time: int) -> bool:

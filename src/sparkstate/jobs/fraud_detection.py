@@ -6,7 +6,11 @@ Seed 003's pattern 1 (``FraudDetector``) and seed 004's rule, as a
 * ``velocity`` - the payment is the 5th or later of the payer within 10 minutes of event time:
   it counts itself and the payer's earlier-arrived payments whose time ``t`` satisfies
   ``ts - t < 10 min`` (seed 003's test, which also counts a payment that arrived earlier with
-  a later time). Payments 10 minutes or more before the current one leave the list.
+  a later time). A payment leaves the list once it is 10 minutes or more before the
+  watermark ``W``: a payment not behind the watermark has ``ts > W`` and can no longer count
+  it. Pruning against the payment's own time instead would drop payments that a later-arriving
+  payment with an earlier time still counts, so disorder within the watermark's bound would
+  lose alerts. A payment behind the watermark (late beyond the bound) counts what is left.
 * ``amount-spike`` - the amount is more than 10 times the payer's running average of the
   payments before it, once the payer has made at least 3 payments (the seed's profile starts
   at an average of 0, which would make every first payment a spike).
@@ -21,8 +25,9 @@ what was seen (``detail``); a payment that breaks several rules raises one alert
 velocity, amount spike, then the broadcast rules in the order they first arrived.
 
 State: ``profile`` (:class:`Profile`: payments, total, devices seen) with a 90-day TTL;
-``recent`` (the event times of the last 10 minutes' payments) with a 24-hour TTL, so a payer
-who goes quiet leaves no state behind.
+``recent`` (the event times of the payments after ``W - 10 min``: about 10 minutes, the
+watermark's bound and a micro-batch's span) with a 24-hour TTL, so a payer who goes quiet
+leaves no state behind.
 
 When a rule applies: the engine runs a micro-batch's broadcast elements before its payments
 (``sparkstate.api.connected``), so a rule applies from the micro-batch that reads it: to every
@@ -225,9 +230,10 @@ class PayerChecks(KeyedProcessFunction):
                     "merchant_id": payment["merchant_id"], "amount": amount, "device": device,
                     "rule": rule, "action": action, "detail": detail}
 
-        recent = [t for t in self.recent.get() if ts - t < VELOCITY_WINDOW_MS]
-        if len(recent) + 1 >= VELOCITY_COUNT:
-            yield alert("velocity", "alert", f"{len(recent) + 1} payments in 10 minutes")
+        recent = self.recent.get()
+        within = 1 + sum(1 for t in recent if ts - t < VELOCITY_WINDOW_MS)
+        if within >= VELOCITY_COUNT:
+            yield alert("velocity", "alert", f"{within} payments in 10 minutes")
         prof = self.profile.value() or Profile()
         if prof.payments >= SPIKE_MIN_HISTORY and amount > SPIKE_FACTOR * prof.average:
             ratio = amount / prof.average
@@ -239,8 +245,9 @@ class PayerChecks(KeyedProcessFunction):
             if amount > rule.min_amount and rule.matches(amount, new_device, hour):
                 yield alert(rule_id, rule.action, rule.describe())
         self.profile.update(prof.add(amount, device))
-        recent.append(ts)
-        self.recent.update(recent)
+        # keep what a payment not behind the watermark (ts' > W) may still count: t > W - 10 min
+        horizon = ctx.timer_service().current_watermark() - VELOCITY_WINDOW_MS
+        self.recent.update([t for t in (*recent, ts) if t > horizon])
 
 
 class FraudDetector(PayerChecks, KeyedBroadcastProcessFunction):

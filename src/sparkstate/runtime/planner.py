@@ -131,6 +131,11 @@ def _state_lines(job: Any) -> list[str]:
     return lines
 
 
+def _idleness(strategy: Any) -> str:
+    timeout = strategy.idle_timeout_ms
+    return "" if timeout is None else f", idle after {timeout} ms without events"
+
+
 def explain(job: Any) -> str:
     """A readable plan: what the job reads, how it keys and windows, and which path runs it."""
     p = plan(job)
@@ -140,7 +145,7 @@ def explain(job: Any) -> str:
     if job.watermark is not None:
         lines.append(
             f"  event time: {job.watermark.describe_timestamps()}, "
-            f"watermark = max - {job.watermark.max_out_of_orderness_ms} ms - 1 ms"
+            f"watermark = max - {job.watermark.max_out_of_orderness_ms} ms - 1 ms{_idleness(job.watermark)}"
         )
     lines.append(f"  key by:     {', '.join(job.key_columns)}")
     c = job.connected
@@ -149,7 +154,8 @@ def explain(job: Any) -> str:
         if c.watermark is not None and not c.is_broadcast:
             lines.append(
                 f"              event time: {c.watermark.describe_timestamps()}, watermark = max - "
-                f"{c.watermark.max_out_of_orderness_ms} ms - 1 ms; the job's is the smaller of the two inputs'"
+                f"{c.watermark.max_out_of_orderness_ms} ms - 1 ms{_idleness(c.watermark)}; the job's is the smaller "
+                "of the two inputs'"
             )
         lines.append(f"  order:      {ORDER_RULE if not c.is_broadcast else BROADCAST_ORDER_RULE}")
     if job.window_assigner is not None:

@@ -64,6 +64,27 @@ def second_watermarked(job: Job) -> bool:
     return c is not None and not c.is_broadcast and c.watermark is not None
 
 
+def check_idleness(job: Job) -> None:
+    """Refuse ``WatermarkStrategy.with_idleness`` on a job whose two inputs each have a
+    watermark: Spark computes the job's watermark itself, as the smallest of its inputs'
+    (``withWatermark`` on each, its ``min`` policy), and has no way to leave an idle input out.
+    With one watermarked input idleness changes nothing, and is accepted."""
+    if not second_watermarked(job):
+        return
+    c = job.connected
+    assert c is not None and c.watermark is not None
+    idle = [what for what, ws in (("first", job.watermark), ("second", c.watermark))
+            if ws is not None and ws.idle_timeout_ms is not None]
+    if idle:
+        raise JobDefinitionError(
+            f"job {job.name!r}: the {' and '.join(idle)} input's watermark strategy has with_idleness(...), which a "
+            "Spark run cannot honour: Spark takes the job's watermark as the smallest of its two inputs' and cannot "
+            "leave an idle one out (the harness can). Drop with_idleness, or keep the quiet input's watermark moving "
+            "(send it events, or give it no watermark strategy so that the first input's alone counts); "
+            "see docs/joins.md, 'Idle inputs'"
+        )
+
+
 def end_delay_ms(job: Job) -> int:
     """The largest watermark delay of the job's watermarked inputs: once every input has read
     its end-of-input marker, Spark's watermark (the smallest of theirs) is at least

@@ -33,7 +33,7 @@ from sparkstate.runtime.failures import batch_input, clean_failure
 from sparkstate.runtime.fresh import claim_outputs, parquet_sinks, start_fresh
 from sparkstate.runtime.interrupts import ctrl_c_stops
 from sparkstate.runtime.planner import NATIVE, PYTHON, Plan, plan
-from sparkstate.runtime.query import build_query, operator_spec, output_arrow
+from sparkstate.runtime.query import build_query, check_idleness, operator_spec, output_arrow
 from sparkstate.runtime.result import RunResult
 from sparkstate.runtime.run_lock import RunLock
 from sparkstate.runtime.savepoint_requests import Request, RequestWatch, answer, stop_between_batches
@@ -161,6 +161,7 @@ def run_job(
             "(Job.run(checkpoint_dir=...), Job.with_checkpointing(directory=...), or --checkpoint on the command line)"
         )
     job.validate()
+    check_idleness(job)
     if CheckpointDir.needs_spark(checkpoint_dir):
         spark = spark or get_spark(ui=spark_ui, parallelism=job.settings.parallelism, log_file=log_file)
     checkpoint = CheckpointDir.open(checkpoint_dir, spark)

@@ -26,9 +26,9 @@ from sparkstate.api.job import DEFAULT_KEY_GROUPS, ConnectedInput
 from sparkstate.api.schema import Schema
 from sparkstate.api.state import HELD_FIELD, INTERNAL_FIELDS, TIMERS_FIELD, Record
 from sparkstate.api.time import WatermarkStrategy
-from sparkstate.engine.events import END_OF_INPUT_MS, EventColumns, admit, key_group_of
+from sparkstate.engine.events import END_OF_INPUT_MS, EventColumns, admit, key_group_of, timestamp_reader
 from sparkstate.engine.keygroups import dumps_state
-from sparkstate.engine.operator import Events, KeyedOperator, due_timer_limits, timestamp_reader, to_epoch_millis
+from sparkstate.engine.operator import Events, KeyedOperator, due_timer_limits, to_epoch_millis
 from sparkstate.engine.output import arrow_table, python_rows
 from sparkstate.engine.ttl import TtlCleanup
 from sparkstate.engine.windows import WINDOWS_STATE, WindowOperator
@@ -64,8 +64,9 @@ class KeyedHarness:
         {'count': 1, 'total': 5.0}
 
     Each ``process_batch`` call is one micro-batch. The watermark of a batch is derived, as in
-    Spark, from the largest timestamp of the batches before it (unless given); processing
-    time stays where the test last set it.
+    Spark, from the largest timestamp of the batches before it (unless given); with two inputs,
+    Flink's rule (the smaller of theirs, an input without events holding it at MIN unless idle:
+    docs/joins.md, "Idle inputs"). Processing time stays where the test last set it.
 
     Events no key's state may take go to the ``dead_letters`` side output before the function
     sees them, as on Spark: a null key, an event time outside the range Spark holds (1677 to
@@ -136,6 +137,9 @@ class KeyedHarness:
         self.max_event_time_ahead = max_event_time_ahead
         self.watermark = MIN_WATERMARK
         self._max_ts: int | None = None
+        #: per input, the processing time of the last batch that brought it an event (or of
+        #: the first batch, before any): ``WatermarkStrategy.with_idleness`` measures from it
+        self._last_event_at: list[int | None] = [None, None]
         self._serialize = serialize_state
         #: every row emitted so far, in order
         self.output: list[Any] = []
@@ -181,6 +185,8 @@ class KeyedHarness:
             self._clock_set = True
         if watermark is not None:
             self.watermark = max(self.watermark, watermark)
+        self._last_event_at = [self.processing_time if t is None else t for t in self._last_event_at]
+        self._combine_watermarks()  # an input may have become idle since the last batch
         given = [{k: to_epoch_millis(v) for k, v in ev.items()} if isinstance(ev, dict) else ev for ev in events]
         now = self.processing_time if self._clock_set else None
         given, dead = admit(given, self.operator.key_columns, self._read_time, now, self.max_event_time_ahead)
@@ -275,23 +281,48 @@ class KeyedHarness:
         return kg
 
     def _advance_watermark(self, events: Events, second: Events | None = None) -> None:
-        """The watermark after a batch: each input's from its largest event time, the job's the
-        smallest of the inputs that have one (Spark's ``min`` policy over several watermarks,
-        and Flink's rule for two inputs; an input that has seen no event time yet does not count)."""
-        strategy, read = self.watermark_strategy, self._read_time
-        if strategy is None or read is None:
+        """After a batch: each input's largest event time and when it last had an event, then
+        the job's watermark (:meth:`_combine_watermarks`)."""
+        if self.watermark_strategy is None or self._read_time is None:
             return
-        top = _largest_time(events, read)
+        top = _largest_time(events, self._read_time)
         if top is not None:
             self._max_ts = top if self._max_ts is None else max(self._max_ts, top)
-        marks = [] if self._max_ts is None else [strategy.watermark_for(self._max_ts)]
-        c = self.connected
-        if c is not None and c.watermark is not None and self._read_time2 is not None:
+        if len(events):
+            self._last_event_at[0] = self.processing_time
+        if self._watermarked_second():
+            assert self._read_time2 is not None
             top2 = _largest_time(second or (), self._read_time2)
             if top2 is not None:
                 self._max_ts2 = top2 if self._max_ts2 is None else max(self._max_ts2, top2)
-            if self._max_ts2 is not None:
-                marks.append(c.watermark.watermark_for(self._max_ts2))
+            if second is not None and len(second):
+                self._last_event_at[1] = self.processing_time
+        self._combine_watermarks()
+
+    def _watermarked_second(self) -> bool:
+        c = self.connected
+        return c is not None and c.watermark is not None and self._read_time2 is not None
+
+    def _combine_watermarks(self) -> None:
+        """The job's watermark, Flink's rule: the smallest of the watermarks of its inputs that
+        are not idle at this processing time (``WatermarkStrategy.with_idleness``), where an
+        input that has seen no event time yet has ``MIN_WATERMARK``; it never goes back, and
+        stays where it is while every input is idle. Spark's ``min`` policy over the inputs'
+        watermarks does the same without idleness (it counts an input without data as 0, which
+        reads as no watermark)."""
+        strategy = self.watermark_strategy
+        if strategy is None or self._read_time is None:
+            return
+        inputs = [(strategy, self._max_ts, self._last_event_at[0])]
+        if self._watermarked_second():
+            assert self.connected is not None and self.connected.watermark is not None
+            inputs.append((self.connected.watermark, self._max_ts2, self._last_event_at[1]))
+        now = self.processing_time
+        marks = [
+            MIN_WATERMARK if top is None else ws.watermark_for(top)
+            for ws, top, last in inputs
+            if last is None or not ws.idle(last, now)
+        ]
         if marks:
             watermark = min(marks)
             if watermark > 0:

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from sparkstate import Job, ListSource, MapStateDescriptor, MemorySink, ValueStateDescriptor, WatermarkStrategy
+from sparkstate import (
+    MIN_WATERMARK,
+    Job,
+    ListSource,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    MemorySink,
+    ValueStateDescriptor,
+    WatermarkStrategy,
+)
 from sparkstate.api.connected import KeyedBroadcastProcessFunction, KeyedCoProcessFunction, ProcessJoinFunction
 from sparkstate.api.ttl import StateTtlConfig
 from sparkstate.errors import JobDefinitionError, StateAccessError, StateTypeError
@@ -69,6 +78,55 @@ def test_a_rejected_rule_goes_to_the_dead_letters_and_changes_nothing():
     assert "process_broadcast_element rejected it: ValueError: a limit must not be negative" in dead["reason"]
     assert '"limit": -1.0' in dead["raw"]
     assert h.broadcast_states == {"rules": {"big": 3.0}}
+
+
+HISTORY = ListStateDescriptor("history", float)
+
+
+class BumpsEveryKey(Limits):
+    """A rule adds its limit to every key's count and history and sets each key a processing-time
+    timer already due, all before the broadcast write; a rule named ``bad`` is then rejected."""
+
+    def open(self, ctx):
+        super().open(ctx)
+        self.history = ctx.get_list_state(HISTORY)
+
+    def process_broadcast_element(self, rule, ctx):
+        def bump(key, count):
+            count.update(count.value() + int(rule["limit"]))
+            ctx.timer_service().register_processing_time_timer(0)
+
+        ctx.apply_to_keyed_state(COUNT, bump)
+        ctx.apply_to_keyed_state(HISTORY, lambda key, history: history.add(rule["limit"]))  # a list, changed in place
+        ctx.get_broadcast_state(RULES).put(rule["name"], rule["limit"])
+        if rule["name"] == "bad":
+            raise ValueError("rejected after its writes")
+
+    def process_element(self, p, ctx):
+        self.count.update(self.count.value() + 1)
+        self.history.add(p["amount"])
+        yield {"payer": ctx.get_current_key(), "rule": ",".join(map(str, self.history.get())), "n": self.count.value()}
+
+    def on_timer(self, timestamp, ctx):
+        yield {"payer": ctx.get_current_key(), "rule": "timer", "n": self.count.value()}
+
+
+def test_a_rejected_rule_undoes_its_keyed_writes_too():
+    """Issue 32: a rejected element's ``apply_to_keyed_state`` writes are undone like its
+    broadcast writes (Flink would fail and restore, which changes nothing), whether or not
+    the batch had touched the key before it; an accepted element's stay."""
+    h = broadcast_job(BumpsEveryKey()).harness()
+    assert h.process_batch([{"payer": "a", "amount": 1.0}]) == [{"payer": "a", "rule": "1.0", "n": 1}]
+    rows = h.process_batch([{"payer": "a", "amount": 2.0}], broadcast=[{"name": "bad", "limit": 10.0}])
+    assert rows == [{"payer": "a", "rule": "1.0,2.0", "n": 2}]  # not 12, no 10.0, no timer
+    (dead,) = h.side_output("dead_letters")
+    assert "rejected it: ValueError: rejected after its writes" in dead["reason"]
+    assert not h.broadcast_states.get("rules") and h.timers("a") == []
+    # an accepted rule, then a rejected one in the same batch: the first's writes stay
+    rows = h.process_batch([], broadcast=[{"name": "ok", "limit": 100.0}, {"name": "bad", "limit": 10.0}])
+    assert rows == [{"payer": "a", "rule": "timer", "n": 102}]
+    assert h.state("a") == {"count": 102, "history": [1.0, 2.0, 100.0]}
+    assert h.broadcast_states == {"rules": {"ok": 100.0}}
 
 
 class WritesOnTheKeyedSide(Limits):
@@ -141,7 +199,7 @@ class Quiet(KeyedCoProcessFunction):
         return None
 
 
-def test_the_watermark_of_two_inputs_is_the_smaller_once_both_have_one():
+def test_the_watermark_of_two_inputs_is_the_smaller_and_waits_for_both():
     wm = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_column("ts")
     job = (
         Job("two").source(ListSource([[{"k": "a", "ts": 1}]], schema="k string, ts bigint"), watermark=wm).key_by("k")
@@ -150,7 +208,7 @@ def test_the_watermark_of_two_inputs_is_the_smaller_once_both_have_one():
     )
     h = job.harness()
     h.process_batch([{"k": "a", "ts": 1000}])
-    assert h.watermark == 999, "only the first input has an event time yet"
+    assert h.watermark == MIN_WATERMARK, "the second input has seen no event: it holds the watermark at MIN (Flink)"
     h.process_batch([{"k": "a", "ts": 5000}], second=[{"k": "a", "ts": 2000}])
     assert h.watermark == 1999
     h.process_batch([], second=[{"k": "a", "ts": 1500}])

@@ -148,6 +148,25 @@ def test_a_watermark_on_the_second_input_only_is_refused():
         job.validate()
 
 
+def test_a_spark_run_refuses_idleness_on_two_watermarked_inputs_before_spark_starts(tmp_path):
+    """Spark's watermark is the smallest of the inputs' and cannot leave an idle one out; the
+    harness honours idleness, and with one watermarked input it changes nothing."""
+    quiet = CO.job().connected.watermark.with_idleness(timedelta(minutes=1))
+    job = CO.job()
+    job = replace(job, connected=replace(job.connected, watermark=quiet))
+    assert "idle after 60000 ms without events" in explain(job)
+    job.harness().process_batch([], second=[])  # the harness takes it
+    with pytest.raises(JobDefinitionError, match=r"the second input's watermark strategy has with_idleness\(\.\.\.\), "
+                       "which a Spark run cannot honour"):
+        job.run(checkpoint_dir=tmp_path / "cp")
+    assert not (tmp_path / "cp").exists()
+    one = CASES_BY_NAME["event-timers"].job()
+    check = replace(one, watermark=one.watermark.with_idleness(1000))
+    from sparkstate.runtime.query import check_idleness
+
+    check_idleness(check)  # one input: accepted (it changes nothing)
+
+
 def test_explain_lists_the_state_with_its_ttl_and_cleanup_and_the_broadcast_state():
     from sparkstate.jobs import JOBS
 
