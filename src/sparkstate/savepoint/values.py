@@ -4,8 +4,9 @@ from (unlike pickle, whose bytes choose what to call).
 A value made of ``None``, bools, ints, floats, strings, bytes, dates and times (``datetime``
 naive, with a fixed offset or a ``ZoneInfo``; ``date``, ``time``, ``timedelta``), ``Decimal``,
 lists, tuples, sets, dicts, dataclass instances and named tuples of those is *encodable*. JSON
-holds it as itself where JSON has the type (a dict whose keys are all strings, none starting
-with ``$``, is an object) and as a one-key object tagged ``$...`` where it has not::
+holds it as itself where JSON has the type (a dict whose keys are all strings is an object,
+unless it is one key starting with ``$``) and as a one-key object tagged ``$...`` where it
+has not::
 
     (1, "a")               {"$tuple": [1, "a"]}
     {(0, 60000): 3}        {"$dict": [[{"$tuple": [0, 60000]}, 3]]}
@@ -28,10 +29,12 @@ import dataclasses
 import datetime as dt
 import json
 import math
+import operator
 import pickle
 import sys
 import typing
 from collections.abc import Callable, Iterable, Mapping
+from itertools import chain
 from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -57,27 +60,74 @@ def class_name(cls: type) -> str:
 
 def encode(value: Any, classes: set[str] | None = None) -> str:
     """A value as tagged JSON text; the names of the classes it holds are added to ``classes``."""
-    return _ENCODER.encode(_plain(value, classes if classes is not None else set()))
+    found: set[str] = set()
+    try:
+        text = _ENCODER.encode(_plain(value, found, False))
+    except ValueError:  # a NaN or an infinity, which JSON has not: again, tagging such floats
+        text = _ENCODER.encode(_plain(value, found, True))
+    if classes is not None:
+        classes |= found
+    return text
 
 
-def _plain(v: Any, classes: set[str]) -> Any:  # noqa: C901 (one branch a type, in order of frequency)
+#: the types JSON holds as they are (floats too, unless NaN or infinite: see ``encode``)
+_SCALARS = frozenset({str, int, bool, float, type(None)})
+_TAGGED = operator.methodcaller("startswith", "$")
+
+
+def _scalars(items: Any) -> bool:
+    """Whether every item is of a type JSON holds as it is (checked in C: no call per item)."""
+    return _SCALARS.issuperset(map(type, items))
+
+
+def _rows(items: Any) -> type | None:
+    """``list`` (``tuple``) when every item is a list (a tuple) of scalars: a window's
+    accumulators, a TTL'd state's ``(value, time)`` pairs; checked in C."""
+    kinds = set(map(type, items))
+    if len(kinds) == 1:
+        (kind,) = kinds
+        if (kind is list or kind is tuple) and _scalars(chain.from_iterable(items)):
+            return kind
+    return None
+
+
+def _plain(v: Any, classes: set[str], floats: bool) -> Any:  # noqa: C901 (one branch a type, in order of frequency)
+    """``v`` as what the JSON encoder takes; ``floats``: tag the floats that are not finite.
+    Containers of scalars go to the encoder as they are (a savepoint spends its time here)."""
     t = type(v)
-    if t is str or t is int or t is bool or v is None:
-        return v
-    if t is float:
-        return v if math.isfinite(v) else {"$float": repr(v)}
-    if t is tuple:
-        return {"$tuple": [_plain(x, classes) for x in v]}
-    if t is list:
-        return [_plain(x, classes) for x in v]
+    if t in _SCALARS:
+        return {"$float": repr(v)} if floats and t is float and not math.isfinite(v) else v
+    fast = not floats
+    if t is list or t is tuple:
+        if not fast:
+            items = [_plain(x, classes, floats) for x in v]
+        elif _scalars(v):
+            items = v
+        else:
+            rows = _rows(v)
+            items = v if rows is list else [{"$tuple": x} for x in v] if rows is tuple else \
+                [x if type(x) in _SCALARS else _plain(x, classes, floats) for x in v]
+        return items if t is list else {"$tuple": items}
     if t is dict:
-        if all(type(k) is str and not k.startswith("$") for k in v):
-            return {k: _plain(x, classes) for k, x in v.items()}
-        return {"$dict": [[_plain(k, classes), _plain(x, classes)] for k, x in v.items()]}
+        # only a one-key object can read as a tag: only then does a key's "$" matter
+        if set(map(type, v)) != {str} or (len(v) == 1 and any(map(_TAGGED, v))):
+            if not v:
+                return v
+            return {"$dict": [[_plain(k, classes, floats), _plain(x, classes, floats)] for k, x in v.items()]}
+        if fast:
+            values = v.values()
+            if _scalars(values):
+                return v
+            rows = _rows(values)
+            if rows is list:
+                return v
+            if rows is tuple:
+                return {k: {"$tuple": x} for k, x in v.items()}
+        return {k: x if fast and type(x) in _SCALARS else _plain(x, classes, floats) for k, x in v.items()}
     if t is bytes or t is bytearray:
         return {"$" + t.__name__: base64.b64encode(v).decode("ascii")}
     if t is set or t is frozenset:
-        return {"$" + t.__name__: [_plain(x, classes) for x in v]}
+        return {"$" + t.__name__: [_plain(x, classes, floats) for x in v]}
     if t is dt.datetime:
         return {"$datetime": _datetime(v)}
     if t is dt.date:
@@ -95,7 +145,7 @@ def _plain(v: Any, classes: set[str]) -> Any:  # noqa: C901 (one branch a type, 
         fields = {}
         for f in dataclasses.fields(v):
             try:
-                fields[f.name] = _plain(getattr(v, f.name), classes)
+                fields[f.name] = _plain(getattr(v, f.name), classes, floats)
             except AttributeError:
                 continue  # a field never set (init=False, no default): rebuilt unset too
             except Unencodable as exc:
@@ -103,7 +153,7 @@ def _plain(v: Any, classes: set[str]) -> Any:  # noqa: C901 (one branch a type, 
         return {"$dataclass": [name, fields]}
     if issubclass(t, tuple) and isinstance(getattr(t, "_fields", None), tuple):
         classes.add(name := class_name(t))
-        return {"$namedtuple": [name, [_plain(x, classes) for x in v]]}
+        return {"$namedtuple": [name, [_plain(x, classes, floats) for x in v]]}
     raise Unencodable(f"{t.__module__}.{t.__qualname__}" if t.__module__ != "builtins" else t.__qualname__)
 
 
