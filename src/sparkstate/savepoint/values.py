@@ -34,8 +34,8 @@ import pickle
 import sys
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from itertools import chain
 from decimal import Decimal
+from itertools import chain
 from typing import Any
 from zoneinfo import ZoneInfo
 
