@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from sparkstate.errors import SparkStateError
-from sparkstate.runtime.checkpoint_stats import epoch_ms, state_bytes
+from sparkstate.runtime.checkpoint_stats import epoch_ms, rows_out, state_bytes
 
 #: Flink's metric names where Flink has them, then sparkstate's own: name -> (what, unit)
 METRICS: dict[str, str] = {
@@ -86,8 +86,7 @@ class JobMetrics:
         """Take one micro-batch's progress report (the run loop's ``on_progress``)."""
         events = int(p.get("events") or 0)
         ms = int((p.get("durationMs") or {}).get("triggerExecution") or 0)
-        out = (p.get("sink") or {}).get("numOutputRows")
-        out = int(out) if out is not None and out >= 0 else 0
+        out = rows_out(p) or 0
         ops = p.get("stateOperators") or []
         side = p.get("sideOutputs") or {}
         watermark = epoch_ms((p.get("eventTime") or {}).get("watermark"))
