@@ -56,6 +56,13 @@ class RunResult:
         return totals
 
     @property
+    def status(self) -> str:
+        """How the run ended, in Flink's words: ``FINISHED`` (its input done, or ``until``
+        held) or ``CANCELED`` (stopped before: a timeout, Ctrl-C, a savepoint with stop). A
+        run that fails returns no result (it raises): ``FAILED``."""
+        return "FINISHED" if self.completed else "CANCELED"
+
+    @property
     def events_per_second(self) -> float:
         return self.events / self.seconds if self.seconds else 0.0
 

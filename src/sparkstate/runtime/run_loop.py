@@ -36,6 +36,7 @@ from sparkstate.runtime.planner import NATIVE, PYTHON, Plan, plan
 from sparkstate.runtime.query import build_query, operator_spec, output_arrow
 from sparkstate.runtime.result import RunResult
 from sparkstate.runtime.run_lock import RunLock
+from sparkstate.runtime.run_record import recorded_run
 from sparkstate.runtime.savepoint_requests import Request, RequestWatch, answer, stop_between_batches
 from sparkstate.runtime.storage import is_local
 
@@ -348,7 +349,8 @@ def _run_locked(
                     on_progress(p)
 
     started = time.monotonic()
-    with ctrl_c_stops() as interrupted:
+    # how the run ends goes into the checkpoint: the metrics endpoint ends with the run
+    with recorded_run(checkpoint, result), ctrl_c_stops() as interrupted:
         query = writer.start()
         try:
             while True:
