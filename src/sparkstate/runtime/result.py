@@ -57,10 +57,10 @@ class RunResult:
 
     @property
     def status(self) -> str:
-        """How the run ended, in Flink's words: ``FINISHED`` (its input done, or ``until``
-        held) or ``CANCELED`` (stopped before: a timeout, Ctrl-C, a savepoint with stop). A
-        run that fails returns no result (it raises): ``FAILED``."""
-        return "FINISHED" if self.completed else "CANCELED"
+        """How the run ended, in Flink's words: ``FINISHED`` (its input done, ``until`` held,
+        or stopped with a savepoint, as Flink's ``stop``) or ``CANCELED`` (stopped before: a
+        timeout, Ctrl-C). A run that fails returns no result (it raises): ``FAILED``."""
+        return "FINISHED" if self.completed or self.stopped_with_savepoint else "CANCELED"
 
     @property
     def events_per_second(self) -> float:

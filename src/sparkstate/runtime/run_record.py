@@ -25,8 +25,8 @@ from sparkstate.runtime.result import RunResult
 class RunRecord:
     """The end of a checkpoint's last run."""
 
-    #: ``FINISHED`` (its input done, or ``until`` held), ``CANCELED`` (stopped: timeout,
-    #: Ctrl-C, a savepoint with stop) or ``FAILED``
+    #: ``FINISHED`` (its input done, ``until`` held, or stopped with a savepoint), ``CANCELED``
+    #: (stopped before: a timeout, Ctrl-C) or ``FAILED`` (:attr:`RunResult.status`)
     status: str
     #: when the run's query started and ended, ISO 8601 in UTC
     started: str

@@ -41,6 +41,9 @@ def test_the_report_shows_how_each_run_ended_and_the_failed_checkpoints(tmp_path
     with recorded_run(checkpoint, RunResult("w1", checkpoint.root)):  # stopped before its end: a timeout
         pass
     assert last_run(checkpoint).status == "CANCELED"
+    with recorded_run(checkpoint, RunResult("w1", checkpoint.root, stopped_with_savepoint=True)):  # Flink's stop
+        pass
+    assert last_run(checkpoint).status == "FINISHED"
     with pytest.raises(KeyboardInterrupt), recorded_run(checkpoint, result):  # a second Ctrl-C
         raise KeyboardInterrupt
     assert last_run(checkpoint).status == "CANCELED" and last_run(checkpoint).failed_checkpoints == 2
