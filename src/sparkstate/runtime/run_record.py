@@ -79,12 +79,13 @@ def recorded_run(checkpoint: CheckpointDir, result: RunResult) -> Iterator[None]
                                "`sparkstate report` shows no status for it")
 
 
-def _write(checkpoint: CheckpointDir, started: str, status: str, error: str | None = None) -> OSError | None:
-    before = last_run(checkpoint)
-    failed = (before.failed_checkpoints if before is not None else 0) + (status == "FAILED")
-    record = RunRecord(status, started, _now(), failed, error)
+def _write(checkpoint: CheckpointDir, started: str, status: str, error: str | None = None) -> Exception | None:
+    """Write the record; returns the error that prevented it, if any."""
     try:
+        before = last_run(checkpoint)
+        failed = (before.failed_checkpoints if before is not None else 0) + (status == "FAILED")
+        record = RunRecord(status, started, _now(), failed, error)
         checkpoint.write_run_record(json.dumps(asdict(record), indent=2))
-    except OSError as exc:
+    except Exception as exc:  # noqa: BLE001 - a full disk or a JVM gone with a failed run: never hide the run's own error
         return exc
     return None

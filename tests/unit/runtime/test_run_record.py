@@ -59,3 +59,15 @@ def test_a_damaged_record_is_no_record(tmp_path) -> None:
     with recorded_run(checkpoint, result):
         pass
     assert last_run(checkpoint).status == "FINISHED" and result.warnings == []
+
+
+def test_a_record_that_cannot_be_written_hides_no_error(tmp_path) -> None:
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "sparkstate").write_text("a file where the folder goes")
+    checkpoint = CheckpointDir.open(tmp_path / "ckpt")
+    with pytest.raises(ValueError, match="the run's own"), recorded_run(checkpoint, RunResult("w1", checkpoint.root)):
+        raise ValueError("the run's own")
+    result = RunResult("w1", checkpoint.root, completed=True)
+    with recorded_run(checkpoint, result):
+        pass
+    assert len(result.warnings) == 1 and "final status could not be recorded" in result.warnings[0]
