@@ -719,6 +719,8 @@ def report_command(job_name: str, checkpoint_dir: str | None, out_dir: Path | No
         for note in report.notes:
             errors.print(labelled("warning:", "yellow", note), soft_wrap=True)
         console.print(text(f"{job_name}: {report.batches:,} batches (those the checkpoint retains)"))
+        if report.last_run is not None:
+            console.print(text(f"last run: {report.last_run.describe()}"))
         console.print(text("report: ", "bold") + text(str(report.html)))
         console.print(text(f"charts: {len(report.pngs)} PNGs in {out} ({', '.join(p.name for p in report.pngs)})"),
                       soft_wrap=True)

@@ -143,16 +143,21 @@ class Job(JobDescription):
         if on_notice is not None:
             on_notice(f"dashboard: {server.url}/ (metrics: {server.url}/jobs/{metrics.id}/metrics?get=numRecordsIn, "
                       f"Prometheus: {server.url}/metrics)")
+        # the endpoint ends with the run: the final status is recorded in the checkpoint for
+        # `sparkstate report` (runtime/run_record.py); here it is set before the endpoint stops
         try:
             spark = self._cluster_session(spark, master, spark_ui, log_file)  # after the port is known to be free
             result = self._run(checkpoint_dir, spark, progress, timeout, log_file, until, fresh, on_notice,
                                from_savepoint, allow_non_restored_state, spark_ui, trust_savepoint)
+            metrics.finish(result.status)
+        except KeyboardInterrupt:  # a second Ctrl-C: stopped by the user, as the first
+            metrics.finish("CANCELED")
+            raise
         except BaseException:
             metrics.finish("FAILED")
             raise
         finally:
             server.stop()
-        metrics.finish("FINISHED" if result.completed else "CANCELED")
         return result
 
     def _cluster_session(self, spark: Any, master: str | None, spark_ui: bool, log_file: Any) -> Any:

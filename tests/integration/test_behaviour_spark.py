@@ -16,6 +16,7 @@ def test_case_matches_harness(case, spark, checkpoint):
     result = case.job(sink).with_settings(**FAST).run(checkpoint_dir=checkpoint, spark=spark)
     assert result.completed
     assert_harness_rows(case, sink.rows())
+    assert result.output_rows == len(sink.rows())  # rows out counted for every kind of job
 
 
 @pytest.mark.parametrize("name", ["value", "event-timers", "both-domains"])
@@ -27,3 +28,4 @@ def test_hashmap_backend_gives_the_same_rows(name, spark, checkpoint):
     result = case.job(sink).with_settings(state_backend="hashmap", **FAST).run(checkpoint_dir=checkpoint, spark=spark)
     assert result.completed
     assert canonical(sink.rows()) == canonical(run_on_harness(case))
+    assert result.output_rows == len(sink.rows())

@@ -85,3 +85,33 @@ def test_the_dashboard_draws_a_running_job(spark, tmp_path, browser) -> None:
     page.wait_for_function("document.getElementById('status').textContent === 'unreachable'", timeout=30_000)
     assert page.inner_text("#stat-numRecordsIn") in ("30,000", "40,000", "50,000")
     page.close()
+
+
+def test_a_report_renders_whatever_its_job_name_holds(tmp_path, browser) -> None:
+    """A job name with ``<!--<script>`` once left the report blank (the browser's parser then
+    skipped the inline script's end, and ran nothing); ``</script>`` would end it early. The
+    page draws its charts and shows the name and settings as they are."""
+    from sparkstate.metrics.charts import point
+    from sparkstate.metrics.dashboard import report_page
+    from sparkstate.metrics.report import values
+
+    name = "w1 <!--<script> </script> & \u2028"  # no "-->": that would end the comment state
+    points = [point({"batch_id": b, "time": f"2026-11-24T10:00:0{b}.000Z", "events": 100, "batch_ms": 500,
+                     "rows_out": 10, "duration_ms": 20, "delta_bytes": 10, "full_bytes": 100, "state_bytes": 1000,
+                     "state_rows": 5}) for b in range(3)]
+    job = {"jid": None, "name": name, "state": "FINISHED", "start-time": points[0]["t"] * 1000,
+           "settings": {"sink": f"parquet:/tmp/{name}"}}
+    html = tmp_path / "report.html"
+    html.write_text(report_page(job, values(points), points), encoding="utf-8")
+    page = browser.new_page(viewport={"width": 1280, "height": 1200})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(html.as_uri())
+    page.wait_for_function("Number(document.getElementById('chart-throughput')?.dataset.points) === 3", timeout=10_000)
+    assert page.evaluate("window.SPARKSTATE.job.name") == name
+    assert page.evaluate("document.getElementById('job-name').textContent") == name
+    assert page.inner_text("#stat-numRecordsIn") == "300" and page.inner_text("#status") == "FINISHED"
+    assert name in page.text_content("#settings")
+    assert errors == []
+    page.close()

@@ -208,6 +208,7 @@ def test_rows_postgresql_refuses_become_dead_letters_and_the_job_goes_on(spark, 
     assert "column note holds a NUL character" in dead["b"]
     assert "column tags holds a NUL character (\\u0000 in JSON)" in dead["c"]
     assert sum(p.get("sideOutputs", {}).get("dead_letters", 0) for p in result.progress) == 2  # counted
+    assert result.output_rows == 2  # rows out: what the table took, not what it refused
     assert [b for b, _ in pg_markers(postgres_db, "notes@notes")] == [0, 1]
 
     # with a dead-letter sink of its own, they go there

@@ -9,9 +9,14 @@ import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from spark_helpers import FAST
 
-from sparkstate import Job, NoopSink, UpiPayments
+from sparkstate import Job, KeyedProcessFunction, ListSource, MemorySink, NoopSink, UpiPayments
+from sparkstate.errors import JobFailedError
 from sparkstate.jobs.running_sum import OUTPUT, RunningSum
+from sparkstate.metrics.report import write_report
+from sparkstate.runtime.checkpoint_dir import CheckpointDir
+from sparkstate.runtime.run_record import last_run
 
 pytestmark = pytest.mark.spark
 
@@ -49,6 +54,32 @@ def test_the_endpoint_answers_while_the_job_runs(spark, tmp_path) -> None:
     assert int(last["values"]["stateSizeBytes"]) == result.state_bytes
     assert last["prom"]["sparkstate_records_in_total"] == 30_000
     assert [int(s["values"]["numRecordsIn"]) for s in seen] == sorted(int(s["values"]["numRecordsIn"]) for s in seen)
-    # the endpoint ends with the run
+    # the endpoint ends with the run; how the run ended is in its checkpoint, for the report
     with pytest.raises(OSError):
         read(re.search(r"(http://\S+)/jobs", notices[0]).group(1) + "/jobs")
+    assert last_run(CheckpointDir.open(tmp_path / "ckpt")).status == "FINISHED"
+
+
+class FailsOnBad(KeyedProcessFunction):
+    def process_element(self, e, ctx):
+        if e["v"] == "bad":
+            raise ValueError("a bad event")
+        yield {"k": ctx.get_current_key(), "v": e["v"]}
+
+
+def test_a_failed_run_s_status_and_failed_checkpoints_reach_the_report(spark, tmp_path) -> None:
+    """The endpoint stops with the run, so a failed run's FAILED and numberOfFailedCheckpoints
+    are read from the checkpoint by `sparkstate report`, over the checkpoint's runs."""
+    job = (Job("fails").source(ListSource([[{"k": "a", "v": "ok"}], [{"k": "a", "v": "bad"}]], "k string, v string"))
+           .key_by("k").process(FailsOnBad(), output_schema="k string, v string").sink(MemorySink())
+           .with_settings(**FAST))
+    for _ in range(2):  # the second run replays the failed batch, and fails again
+        with pytest.raises(JobFailedError, match="a bad event"):
+            job.run(checkpoint_dir=tmp_path / "ckpt", spark=spark, metrics_port=0)
+    checkpoint = CheckpointDir.open(tmp_path / "ckpt")
+    report = write_report(checkpoint, tmp_path / "report", "fails")
+    assert report.batches == 1 and report.last_run is not None
+    assert report.last_run.status == "FAILED" and report.last_run.failed_checkpoints == 2
+    page = report.html.read_text()
+    config = json.loads(re.search(r"window\.SPARKSTATE = (.*?);</script>", page).group(1))
+    assert config["job"]["state"] == "FAILED" and config["values"]["numberOfFailedCheckpoints"] == 2

@@ -231,3 +231,32 @@ def test_builtin_aggregates_over_a_dataframe_take_their_output_from_its_columns(
     assert _rows(sink.rows()) == [
         ("a", start, start + MIN, 2, 4.0), ("a", start + MIN, start + 2 * MIN, 1, 4.0), ("b", start, start + MIN, 1, 2.0)
     ]
+
+
+@pytest.mark.parametrize("path", ["native", "python"])
+def test_rows_out_are_the_rows_the_sink_holds(path, spark, tmp_path):
+    """Spark counts a batch's rows out only for its noop sink: sparkstate counts them itself, so
+    a window job's run, its progress, its checkpoint records, the metrics endpoint and the
+    summary all say how many rows its Parquet output holds."""
+    import re
+
+    import pyarrow.dataset as ds
+    from rich.console import Console
+
+    from sparkstate import ParquetSink
+    from sparkstate.metrics.endpoint import JobMetrics
+    from sparkstate.metrics.progress import summary_table
+
+    sink = ParquetSink(str(tmp_path / "out"))
+    metrics = JobMetrics("upi-per-minute-test")
+    result = upi_per_minute(sink, events=3_000, path=path).run(checkpoint_dir=tmp_path / "ckpt", spark=spark,
+                                                                on_progress=metrics.on_progress)
+    written = ds.dataset(sink.path, partitioning="hive").to_table().num_rows
+    assert result.completed and result.plan == path and written > 0
+    assert result.output_rows == written
+    assert sum(p["rowsOut"] for p in result.progress) == written
+    assert sum(c.rows_out for c in result.checkpoints) == written
+    assert metrics.values()["numRecordsOut"] == written
+    console = Console(width=120, record=True)
+    console.print(summary_table(result))
+    assert re.search(rf"│ output rows +│ {written:,} +│", console.export_text())

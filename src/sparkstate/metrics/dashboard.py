@@ -44,9 +44,21 @@ _PAGE = """<!DOCTYPE html>
 """
 
 
+#: what cannot stand in an inline script: ``<`` and ``>`` (``</script>`` ends it, ``<!--`` then
+#: ``<script>`` makes the parser skip its end), ``&``, and U+2028/U+2029 (line ends to older JavaScript)
+_SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+                                 "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def script_json(value: Any) -> str:
+    """``value`` as JSON to inline in an HTML ``<script>``: the characters above as ``\\u``
+    escapes, which only JSON strings hold, so the same value reads back whatever text it
+    holds (a job name, a path, a setting) and none of it can end or hide the script's end."""
+    return json.dumps(value).translate(_SCRIPT_ESCAPES)
+
+
 def _config(mode: str, **extra: Any) -> str:
-    # "</" cannot end the inline script early; JSON is a JavaScript literal
-    return json.dumps({"mode": mode, "charts": chart_specs(), **extra}).replace("</", "<\\/")
+    return script_json({"mode": mode, "charts": chart_specs(), **extra})
 
 
 def live_page(name: str) -> str:

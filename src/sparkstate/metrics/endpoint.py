@@ -12,13 +12,26 @@ Prometheus's text format for scrapers (``run(metrics_port=8081)``, ``--metrics-p
 
 Values are a snapshot the run loop updates once per micro-batch from Spark's progress report
 and sparkstate's checkpoint record (:meth:`JobMetrics.on_progress`); a request reads the
-snapshot under a lock and never waits for a batch. Requests are served by their own threads
-with a socket timeout, so a slow or hung client cannot hold up the job or other clients.
+snapshot under a lock and never waits for a batch. Requests are served by their own threads,
+at most ``MAX_HANDLERS`` at once (a request beyond them is answered 503 at once), and each
+must be read and answered within ``REQUEST_SECONDS`` in all, however slowly its client sends,
+so no client can hold up the job or, for long, other clients. A client that goes away is
+dropped quietly. On a loopback address the endpoint answers only requests that name it so
+(``Host: localhost``, ``127.0.0.1`` or ``[::1]``, any port): a web page of another site,
+whose name was made to point at 127.0.0.1 (DNS rebinding), gets 403.
+
+The endpoint ends with the run; the run's final status (``FINISHED``, ``CANCELED``,
+``FAILED``) and its failed checkpoints are recorded in the checkpoint for ``sparkstate report``
+(``runtime/run_record.py``).
 """
 
 from __future__ import annotations
 
+import io
+import ipaddress
 import json
+import socket
+import sys
 import threading
 import time
 import uuid
@@ -30,7 +43,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from sparkstate.errors import SparkStateError
-from sparkstate.runtime.checkpoint_stats import epoch_ms, state_bytes
+from sparkstate.runtime.checkpoint_stats import epoch_ms, rows_out, state_bytes
 
 #: Flink's metric names where Flink has them, then sparkstate's own: name -> (what, unit)
 METRICS: dict[str, str] = {
@@ -57,6 +70,12 @@ METRICS: dict[str, str] = {
 HISTORY = 10_000
 #: checkpoints in ``/jobs/<id>/checkpoints``'s history, as Flink's web.checkpoints.history
 CHECKPOINT_HISTORY = 100
+#: requests served at once (a thread each); one more is answered 503 without a thread
+MAX_HANDLERS = 16
+#: seconds a request may take in all, from its connection to the end of the answer
+REQUEST_SECONDS = 10.0
+#: the names a loopback-bound endpoint answers to in a request's Host header (with any port)
+LOCAL_NAMES = ("localhost", "127.0.0.1", "[::1]")
 
 
 class MetricsPortError(SparkStateError):
@@ -86,8 +105,7 @@ class JobMetrics:
         """Take one micro-batch's progress report (the run loop's ``on_progress``)."""
         events = int(p.get("events") or 0)
         ms = int((p.get("durationMs") or {}).get("triggerExecution") or 0)
-        out = (p.get("sink") or {}).get("numOutputRows")
-        out = int(out) if out is not None and out >= 0 else 0
+        out = rows_out(p) or 0
         ops = p.get("stateOperators") or []
         side = p.get("sideOutputs") or {}
         watermark = epoch_ms((p.get("eventTime") or {}).get("watermark"))
@@ -216,14 +234,16 @@ class MetricsServer:
         self.metrics = metrics
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(metrics))  # type: ignore[arg-type]
+        #: whether requests must name the endpoint as this machine (see :func:`names_this_machine`)
+        self.checks_host = _is_loopback(host)
+        self.request_seconds = REQUEST_SECONDS
         try:
-            self._server = ThreadingHTTPServer((host, port), _handler(self))
+            self._server = _Server((host, port), _handler(self), MAX_HANDLERS)
         except OSError as exc:
             raise MetricsPortError(
                 f"metrics endpoint: cannot listen on {host}:{port} ({exc.strerror or exc}); choose another port "
                 "with --metrics-port (run(metrics_port=...)), or 0 for any free one"
             ) from None
-        self._server.daemon_threads = True
         self.host, self.port = host, int(self._server.server_address[1])
         self._thread = threading.Thread(target=self._server.serve_forever, name="sparkstate-metrics", daemon=True)
 
@@ -236,7 +256,8 @@ class MetricsServer:
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
+        if self._thread.ident is not None:  # started: else shutdown() would wait for a loop that never ran
+            self._server.shutdown()
         self._server.server_close()
 
     def answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, str, bytes]:
@@ -309,16 +330,122 @@ def _json(status: int, body: Any) -> tuple[int, str, bytes]:
     return status, "application/json", json.dumps(body).encode()
 
 
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` (the address the endpoint listens on) is this machine's loopback."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def names_this_machine(host_header: str | None) -> bool:
+    """Whether a request's ``Host`` header names this machine (:data:`LOCAL_NAMES`, with or
+    without a port). A browser always sends one; a request without one is not a browser's."""
+    if host_header is None:
+        return True
+    value = host_header.strip().lower()
+    if value.startswith("["):  # an IPv6 literal: [::1] or [::1]:port
+        end = value.find("]") + 1
+        name, port = value[:end], value[end:]
+    else:
+        name, colon, rest = value.partition(":")
+        port = colon + rest
+    return name in LOCAL_NAMES and (port == "" or (port[0] == ":" and port[1:].isdigit()))
+
+
+def _answer_busy(request: socket.socket) -> None:
+    """Answer 503 on a connection no handler thread is free for, without waiting on its client."""
+    body = json.dumps({"errors": [f"busy: {MAX_HANDLERS} requests are being served; try again in a second"]}).encode()
+    head = ("HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+    try:
+        request.setblocking(False)
+        try:  # the request that came with the connection: closing with it unread would reset the answer
+            request.recv(65536)
+        except OSError:
+            pass
+        request.settimeout(1.0)  # a small answer: it fits the socket's buffer unless the client is gone
+        request.sendall(head + body)
+    except OSError:
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    """The endpoint's HTTP server: a thread per request, at most ``max_handlers`` at once, and
+    quiet about clients that go away or take too long."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], max_handlers: int) -> None:
+        self._slots = threading.BoundedSemaphore(max_handlers)
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            _answer_busy(request)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)  # starts the request's thread
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return  # the client went away, or took too long: nothing to report
+        super().handle_error(request, client_address)
+
+
+class _ReadBy(io.RawIOBase):
+    """A socket's input that ends at a deadline: each read waits only for the time left, so a
+    client sending a byte at a time cannot stretch a request past it."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self.sock, self.deadline = sock, deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request was not read in time")
+        self.sock.settimeout(left)
+        return self.sock.recv_into(buffer)
+
+
 def _handler(server: MetricsServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        timeout = 10  # a client that sends nothing for this long is dropped (its thread, not the job)
+        timeout = server.request_seconds  # the deadline below bounds the whole request, not each read
+
+        def setup(self) -> None:
+            super().setup()
+            self.deadline = time.monotonic() + server.request_seconds
+            self.rfile = io.BufferedReader(_ReadBy(self.connection, self.deadline))
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             url = urlparse(self.path)
-            try:
-                status, kind, body = server.answer(url.path, parse_qs(url.query))
-            except Exception as exc:  # noqa: BLE001 - a request never takes the job down
-                status, kind, body = _json(500, {"errors": [f"{type(exc).__name__}: {exc}"]})
+            if server.checks_host and not names_this_machine(self.headers.get("Host")):
+                status, kind, body = _json(403, {"errors": [
+                    f"Host {str(self.headers.get('Host'))[:100]!r}: this endpoint listens on {server.host} and answers requests "
+                    f"for localhost, 127.0.0.1 or [::1] only (a page of another site must not read it); use "
+                    f"http://localhost:{server.port}/, or --metrics-host to listen on another address"]})
+            else:
+                try:
+                    status, kind, body = server.answer(url.path, parse_qs(url.query))
+                except Exception as exc:  # noqa: BLE001 - a request never takes the job down
+                    status, kind, body = _json(500, {"errors": [f"{type(exc).__name__}: {exc}"]})
+            # the answer too within the deadline: a client that does not read it is dropped
+            self.connection.settimeout(max(self.deadline - time.monotonic(), 0.001))
             self.send_response(status)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))

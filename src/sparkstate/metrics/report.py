@@ -5,7 +5,8 @@ retained batch: see ``runtime/checkpoint_stats.py``).
 It writes one self-contained HTML page (the dashboard's page with the data inlined:
 ``dashboard.report_page``) and a PNG of each of its charts (``charts.CHARTS``, drawn by
 matplotlib without a display). The figures cover the batches the checkpoint retains
-(``--retained``, 100 by default), as ``sparkstate checkpoints`` lists them.
+(``--retained``, 100 by default), as ``sparkstate checkpoints`` lists them; the status is how
+the last run ended, and the failed checkpoints those of every run (``runtime/run_record.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from sparkstate.metrics.charts import CHARTS, Chart, point
 from sparkstate.metrics.dashboard import report_page
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
 from sparkstate.runtime.checkpoint_stats import retained_checkpoints
+from sparkstate.runtime.run_record import RunRecord, last_run
 from sparkstate.runtime.terminal import human_bytes
 
 
@@ -31,6 +33,8 @@ class Report:
     pngs: list[Path]
     batches: int
     notes: list[str] = field(default_factory=list)
+    #: how the checkpoint's last run ended (None: not recorded)
+    last_run: RunRecord | None = None
 
 
 def values(points: list[dict[str, Any]]) -> dict[str, Any]:
@@ -69,13 +73,19 @@ def write_report(checkpoint: CheckpointDir, out: Path, job_name: str) -> Report:
     settings = {k: meta.get(k) for k in ("key_groups", "state_backend", "plan", "function", "key_columns") if k in meta}
     settings.update(meta.get("settings") or {})
     settings["checkpoint"] = checkpoint.root
+    run = last_run(checkpoint)
+    figures = values(points)
+    if run is not None:
+        settings["last run"] = run.describe()
+        figures["numberOfFailedCheckpoints"] = run.failed_checkpoints
     started = points[0]["t"] * 1000 if points else None
-    job = {"jid": None, "name": job_name, "state": "REPORT", "start-time": started, "settings": settings}
+    job = {"jid": None, "name": job_name, "state": run.status if run is not None else "REPORT", "start-time": started,
+           "settings": settings}
     out.mkdir(parents=True, exist_ok=True)
     html = out / "report.html"
-    html.write_text(report_page(job, values(points), points), encoding="utf-8")
+    html.write_text(report_page(job, figures, points), encoding="utf-8")
     pngs = [_png(chart, points, out / f"{chart.id}.png", job_name) for chart in CHARTS]
-    return Report(html, pngs, len(points), notes)
+    return Report(html, pngs, len(points), notes, run)
 
 
 def _png(chart: Chart, points: list[dict[str, Any]], path: Path, job_name: str) -> Path:

@@ -11,8 +11,8 @@ to everything that reads or writes there; no other module spells a path under it
 * ``sparkstate.lock`` (a local directory) or ``sparkstate.lease`` (any other): the lock of
   the run using the checkpoint (``run_lock.py``);
 * ``sparkstate/``: sparkstate's own files: ``checkpoints.jsonl`` (each retained checkpoint's
-  figures), ``broadcast/`` (a broadcast job's broadcast state, ``engine/broadcast.py``) and,
-  for a moment, a write probe;
+  figures), ``last-run.json`` (how the last run ended, ``run_record.py``), ``broadcast/`` (a
+  broadcast job's broadcast state, ``engine/broadcast.py``) and, for a moment, a write probe;
 * ``side-outputs/<name>/``: side outputs without a sink of their own (Parquet);
 * ``sparkstate-sources/``: a list source's events for Spark's Python workers (local
   directories only; every run writes them again);
@@ -90,6 +90,7 @@ class CheckpointDir:
     #: sparkstate's own files (besides ``sparkstate.json``)
     OWN_DIR = "sparkstate"
     STATS_LOG = "checkpoints.jsonl"
+    RUN_RECORD = "last-run.json"
     WRITE_PROBE = "write-probe"
     SIDE_OUTPUTS = "side-outputs"
     LIST_SOURCES = "sparkstate-sources"
@@ -327,6 +328,15 @@ class CheckpointDir:
 
     def write_stats_log(self, text: str) -> None:
         self.storage.write_atomic(text.encode(), self.OWN_DIR, self.STATS_LOG)
+
+    # ------------------------------------------------------------------ sparkstate/last-run.json
+
+    def read_run_record(self) -> str:
+        """How the last run ended (``run_record.py``; ``FileNotFoundError`` before one has)."""
+        return self.storage.read_text(self.OWN_DIR, self.RUN_RECORD)
+
+    def write_run_record(self, text: str) -> None:
+        self.storage.write_atomic(text.encode(), self.OWN_DIR, self.RUN_RECORD)
 
     # ------------------------------------------------------------------ storage faults
 

@@ -149,17 +149,25 @@ def epoch_ms(iso: object) -> int | None:
         return None
 
 
+def rows_out(progress: dict) -> int | None:
+    """The rows a batch wrote to the main sink: the run loop's count (``rowsOut``), else
+    Spark's own figure where the sink has one (only its ``noop`` sink does), else None."""
+    if progress.get("rowsOut") is not None:
+        return int(progress["rowsOut"])
+    out = (progress.get("sink") or {}).get("numOutputRows")
+    return int(out) if out is not None and out >= 0 else None
+
+
 def batch_figures(progress: dict) -> dict:
     """The batch's own figures in a progress report, as the run loop completed it (``events``,
     ``sideOutputs``, ``inputWaiting``): see :class:`CheckpointStats`."""
     durations = progress.get("durationMs") or {}
     side = progress.get("sideOutputs") or {}
-    out = (progress.get("sink") or {}).get("numOutputRows")
     watermark_ms = epoch_ms((progress.get("eventTime") or {}).get("watermark"))
     return {
         "events": int(progress["events"]) if progress.get("events") is not None else None,
         "batch_ms": int(durations["triggerExecution"]) if "triggerExecution" in durations else None,
-        "rows_out": int(out) if out is not None and out >= 0 else None,
+        "rows_out": rows_out(progress),
         # Spark reports 1970-01-01 before the first watermark, and 2262 once the input ended
         "watermark_ms": watermark_ms if watermark_ms and 0 < watermark_ms < _END_OF_TIME_MS else None,
         "dead_letters": int(side.get("dead_letters") or 0),

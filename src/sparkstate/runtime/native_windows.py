@@ -62,12 +62,10 @@ def build_native_query(
     marker: bool,
     side_counts: dict[int, dict[str, int]] | None = None,
     warnings: list[str] | None = None,
+    refused_counts: dict[int, int] | None = None,
 ) -> Any:
     """The configured ``DataStreamWriter`` of a native window job."""
-    from sparkstate.runtime.query import checkpointed, query_name
-    from sparkstate.runtime.spark_sinks import attach_job
+    from sparkstate.runtime.query import write_stream
 
     out = native_frame(spark, job, marker, scratch_dir=checkpoint.list_source_dir)
-    stream = out.writeStream.queryName(query_name(job.name)).outputMode("append")
-    writer = attach_job(job, stream, checkpoint.side_output_dir, side_counts, warnings)
-    return checkpointed(writer, job, checkpoint)
+    return write_stream(job, out, checkpoint, side_counts, warnings, refused_counts=refused_counts)

@@ -149,6 +149,26 @@ def checkpointed(writer: Any, job: Job, checkpoint: CheckpointDir) -> Any:
     return writer.option("checkpointLocation", checkpoint.root).trigger(processingTime=job.settings.checkpoint.trigger)
 
 
+def write_stream(
+    job: Job,
+    out: Any,
+    checkpoint: CheckpointDir,
+    side_counts: dict[int, dict[str, int]] | None = None,
+    warnings: list[str] | None = None,
+    split: bool = False,
+    refused_counts: dict[int, int] | None = None,
+) -> Any:
+    """The configured ``DataStreamWriter`` of the job's output stream ``out``, on both paths:
+    its rows counted on the way to the sink (``spark_sinks.count_rows_out``), attached to the
+    job's sinks (``split``: ``out`` carries side-output rows) and checkpointed."""
+    from sparkstate.runtime.spark_sinks import attach_job, count_rows_out
+
+    stream = count_rows_out(out, split).writeStream.queryName(query_name(job.name)).outputMode("append")
+    writer = attach_job(job, stream, checkpoint.side_output_dir, side_counts, warnings, split=split,
+                        refused_counts=refused_counts)
+    return checkpointed(writer, job, checkpoint)
+
+
 def build_query(
     job: Job,
     spec: Any,
@@ -157,11 +177,11 @@ def build_query(
     side_counts: dict[int, dict[str, int]] | None = None,
     warnings: list[str] | None = None,
     restore: Any = None,
+    refused_counts: dict[int, int] | None = None,
 ) -> Any:
     """The configured ``DataStreamWriter`` of ``job``; with ``restore`` (``restore.py``), its
     first batch also reads the savepoint's state and its source starts at the savepoint's offsets."""
     from sparkstate.runtime.spark_processor import GROUP_STATE_SCHEMA, KeyGroupFunction, KeyGroupProcessor
-    from sparkstate.runtime.spark_sinks import attach_job
     from sparkstate.runtime.spark_sources import spark_source
 
     assert job.source_spec is not None and job.sink_spec is not None, "a validated job has a source and a sink"
@@ -196,9 +216,8 @@ def build_query(
             outputMode="Append",
             timeoutConf="ProcessingTimeTimeout" if spec.needs_clock else "NoTimeout",
         )
-    stream = out.writeStream.queryName(query_name(job.name))
-    writer = attach_job(job, stream, checkpoint.side_output_dir, side_counts, warnings, split=bool(spec.side_outputs))
-    return checkpointed(writer, job, checkpoint)
+    return write_stream(job, out, checkpoint, side_counts, warnings, split=bool(spec.side_outputs),
+                        refused_counts=refused_counts)
 
 
 def connected_rows(job: Job, spec: Any, spark: Any, checkpoint: CheckpointDir, start: dict | None) -> Any:

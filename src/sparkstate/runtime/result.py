@@ -19,6 +19,7 @@ class RunResult:
     batches: int = 0
     #: events read (the end-of-input marker not counted)
     events: int = 0
+    #: rows written to the main sink (None: a run whose batches did not count them)
     output_rows: int | None = None
     seconds: float = 0.0
     first_batch_seconds: float = 0.0
@@ -33,6 +34,8 @@ class RunResult:
     #: side-output rows written in this run, per batch id and side output (late_data,
     #: dead_letters...); a batch replayed after a failure counts once
     batch_side_outputs: dict[int, dict[str, int]] = field(default_factory=dict)
+    #: main rows a database or Kafka sink refused (sent to dead letters instead), per batch id
+    batch_refused: dict[int, int] = field(default_factory=dict)
     #: "python" or "native" (see ``sparkstate explain``)
     plan: WindowPath = WindowPath.PYTHON
     #: the figures of each checkpoint (committed micro-batch) of this run, in order
@@ -51,6 +54,13 @@ class RunResult:
             for name, n in counts.items():
                 totals[name] = totals.get(name, 0) + n
         return totals
+
+    @property
+    def status(self) -> str:
+        """How the run ended, in Flink's words: ``FINISHED`` (its input done, ``until`` held,
+        or stopped with a savepoint, as Flink's ``stop``) or ``CANCELED`` (stopped before: a
+        timeout, Ctrl-C). A run that fails returns no result (it raises): ``FAILED``."""
+        return "FINISHED" if self.completed or self.stopped_with_savepoint else "CANCELED"
 
     @property
     def events_per_second(self) -> float:

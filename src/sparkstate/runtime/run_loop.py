@@ -28,7 +28,7 @@ from sparkstate.engine.operator import KeyedOperator
 from sparkstate.errors import JobDefinitionError, SparkStateError
 from sparkstate.runtime.checkpoint import check_or_write, job_metadata
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
-from sparkstate.runtime.checkpoint_stats import CheckpointRecorder, state_bytes
+from sparkstate.runtime.checkpoint_stats import CheckpointRecorder, rows_out, state_bytes
 from sparkstate.runtime.failures import batch_input, clean_failure
 from sparkstate.runtime.fresh import claim_outputs, parquet_sinks, start_fresh
 from sparkstate.runtime.interrupts import ctrl_c_stops
@@ -36,6 +36,7 @@ from sparkstate.runtime.planner import NATIVE, PYTHON, Plan, plan
 from sparkstate.runtime.query import build_query, check_idleness, operator_spec, output_arrow
 from sparkstate.runtime.result import RunResult
 from sparkstate.runtime.run_lock import RunLock
+from sparkstate.runtime.run_record import recorded_run
 from sparkstate.runtime.savepoint_requests import Request, RequestWatch, answer, stop_between_batches
 from sparkstate.runtime.storage import is_local
 
@@ -333,9 +334,11 @@ def _run_locked(
     if chosen.path == NATIVE:
         from sparkstate.runtime.native_windows import build_native_query
 
-        writer = build_native_query(job, spark, checkpoint, marker, result.batch_side_outputs, result.warnings)
+        writer = build_native_query(job, spark, checkpoint, marker, result.batch_side_outputs, result.warnings,
+                                    refused_counts=result.batch_refused)
     else:
-        writer = build_query(job, spec, spark, checkpoint, result.batch_side_outputs, result.warnings, restore)
+        writer = build_query(job, spec, spark, checkpoint, result.batch_side_outputs, result.warnings, restore,
+                             refused_counts=result.batch_refused)
 
     recorder = CheckpointRecorder(checkpoint)
     # a restored run's first batch starts at the savepoint's offset, not at 0
@@ -356,7 +359,8 @@ def _run_locked(
                     on_progress(p)
 
     started = time.monotonic()
-    with ctrl_c_stops() as interrupted:
+    # how the run ends goes into the checkpoint: the metrics endpoint ends with the run
+    with recorded_run(checkpoint, result), ctrl_c_stops() as interrupted:
         query = writer.start()
         try:
             while True:
@@ -524,17 +528,24 @@ def _ran(progress: dict) -> bool:
 
 
 def _account(result: RunResult, p: dict, events: int) -> None:
+    """Add a batch that ran to ``result``, and complete its progress report ``p`` with
+    sparkstate's own figures: ``events`` read, ``sideOutputs`` and ``rowsOut`` written."""
+    from sparkstate.runtime.spark_sinks import observed_rows_out
+
     p["events"] = events
     side = result.batch_side_outputs.get(p.get("batchId", -1))
     if side:
         p["sideOutputs"] = side
+    out = observed_rows_out(p)
+    if out is not None:
+        p["rowsOut"] = max(0, out - result.batch_refused.get(p.get("batchId", -1), 0))
     result.progress.append(p)
     result.batches += 1
     result.events += events
     if events and result.first_batch_seconds == 0.0:
         result.first_batch_seconds = p.get("durationMs", {}).get("triggerExecution", 0) / 1000.0
-    sink_rows = (p.get("sink") or {}).get("numOutputRows")
-    if sink_rows is not None and sink_rows >= 0:
+    sink_rows = rows_out(p)
+    if sink_rows is not None:
         result.output_rows = (result.output_rows or 0) + sink_rows
     ops = p.get("stateOperators") or []
     if ops:

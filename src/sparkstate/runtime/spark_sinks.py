@@ -303,6 +303,31 @@ def attach(sink: SinkSpec, writer: Any) -> Any:
     return spark_sink(sink).attach(writer)
 
 
+#: the observed metric (``observedMetrics`` in a batch's progress) that counts the rows a batch
+#: sends to the main sink: Spark's own ``numOutputRows`` is -1 for every sink but ``noop``
+ROWS_OUT_METRIC = "sparkstate_rows_out"
+_ROWS = "rows"
+
+
+def count_rows_out(out: Any, split: bool) -> Any:
+    """The job's output stream ``out``, counting its main rows (``split``: its side-output
+    rows, which go elsewhere, are not counted) into :data:`ROWS_OUT_METRIC`: one count per
+    batch for every kind of job and sink, computed on the way, with no second Spark action."""
+    from pyspark.sql import functions as F
+
+    from sparkstate.runtime.spark_processor import SIDE_COLUMN
+
+    row = F.when(F.col(SIDE_COLUMN).isNull(), F.lit(1)) if split else F.lit(1)
+    return out.observe(ROWS_OUT_METRIC, F.count(row).alias(_ROWS))
+
+
+def observed_rows_out(progress: dict) -> int | None:
+    """The main rows a batch sent to the sink (:func:`count_rows_out`), or None when its
+    progress report does not have them."""
+    observed = (progress.get("observedMetrics") or {}).get(ROWS_OUT_METRIC)
+    return None if observed is None or observed.get(_ROWS) is None else int(observed[_ROWS])
+
+
 def open_database_sinks(
     job: Any, checkpoint: CheckpointDir, native: bool, restored_from: str | None = None, partitions: int = 1,
 ) -> Any:
@@ -457,13 +482,14 @@ def attach_job(
     side_counts: dict[int, dict[str, int]] | None = None,
     warnings: list[str] | None = None,
     split: bool = False,
+    refused_counts: dict[int, int] | None = None,
 ) -> Any:
     """Configure ``writer`` for the job's sinks: through :func:`attach_dispatch` when the
     batch has side outputs (``split``) or the main sink is a database (whose refused rows
     become dead letters), else straight to the main sink."""
     if split or isinstance(job.sink_spec, (DatabaseSink, KafkaSink)):
         counts = side_counts if side_counts is not None else {}
-        return attach_dispatch(job, writer, default_dir, counts, warnings, split=split)
+        return attach_dispatch(job, writer, default_dir, counts, warnings, split=split, refused_counts=refused_counts)
     return attach(job.sink_spec, writer)
 
 
@@ -474,6 +500,7 @@ def attach_dispatch(
     counts: dict[int, dict[str, int]],
     warnings: list[str] | None = None,
     split: bool = True,
+    refused_counts: dict[int, int] | None = None,
 ) -> Any:
     """Configure ``writer`` to split each batch into the main sink and the side-output sinks.
 
@@ -482,7 +509,8 @@ def attach_dispatch(
     the checkpoint directory), where they follow the checkpoint's retention: the folders of
     the last ``retained`` batches are kept, older ones deleted as batches complete.
     ``counts[batch_id]`` gets the number of side rows written per side output. Rows a
-    database sink refuses join the batch's dead letters (written last); its warnings (a
+    database or Kafka sink refuses join the batch's dead letters (written last), and their
+    number goes to ``refused_counts[batch_id]`` (they did not reach the sink); its warnings (a
     replayed batch that differs from its first commit) go to ``warnings``. ``split=False``:
     the batch has no side-output columns (a job without side outputs, or the native path).
     """
@@ -570,6 +598,8 @@ def attach_dispatch(
                 dead.extend(refused)
                 bindings[dead_name].write_side(dead_name, dead, schemas[dead_name], df.sparkSession, batch_id)
             counts[batch_id] = {name: len(rows) for name, rows in by_name.items()}
+            if refused_counts is not None:
+                refused_counts[batch_id] = len(refused)
             for folder in defaults:
                 prune_batch_folders(folder, batch_id - retained)
         finally:

@@ -76,7 +76,46 @@ def test_the_report_page_holds_everything_it_shows() -> None:
     page = report_page(job, v, points)
     # self-contained: no file or address to load, and a name cannot end the inline script
     assert not re.search(r'<(script|link)[^>]+(src|href)="(?!data:)', page)
-    assert "w1 &lt;/script&gt;&lt;b&gt;" in page and "w1 <\\/script>" in page
-    config = json.loads(re.search(r"window\.SPARKSTATE = (.*?);</script>", page).group(1).replace("<\\/", "</"))
+    assert "w1 &lt;/script&gt;&lt;b&gt;" in page and "w1 \\u003c/script\\u003e" in page
+    config = json.loads(re.search(r"window\.SPARKSTATE = (.*?);</script>", page).group(1))
     assert config["mode"] == "report" and len(config["points"]) == 3 and config["values"]["numRecordsIn"] == 300
     assert 'src="/static/dashboard.js"' in live_page("w1")
+
+
+def _inline_config(page: str) -> tuple[str, dict]:
+    """The inline script that sets ``window.SPARKSTATE``, as an HTML parser splits the page,
+    and the value it sets."""
+    from html.parser import HTMLParser
+
+    scripts: list[str] = []
+
+    class Scripts(HTMLParser):
+        def handle_data(self, data: str) -> None:
+            if self.lasttag == "script" and data.startswith("window.SPARKSTATE = "):
+                scripts.append(data)
+
+    Scripts().feed(page)
+    assert len(scripts) == 1
+    body = scripts[0]
+    assert body.startswith("window.SPARKSTATE = ") and body.endswith(";")
+    return body, json.loads(body.removeprefix("window.SPARKSTATE = ").removesuffix(";"))
+
+
+def test_any_text_in_the_report_s_data_stays_data() -> None:
+    """``<!--<script>`` in a string would put the HTML parser in the state where ``</script>``
+    no longer ends the script (the page then ran nothing: blank); ``</script>`` would end it
+    early. Every string of the inlined JSON reads back as it was, and the script holds neither."""
+    nasty = "a <!--<script> b </script> c <!-- d --> e & f \u2028 g \u2029 h </SCRIPT> <\\/"
+    job = {"jid": None, "name": f"w1 {nasty}", "state": "REPORT", "start-time": None,
+           "settings": {"sink": f"parquet:/tmp/{nasty}", nasty: nasty}}
+    page = report_page(job, {"numRecordsIn": 1}, [])
+    body, config = _inline_config(page)
+    assert config["job"] == job  # the same value, every string whole
+    lowered = body.lower()
+    assert "<!--" not in lowered and "<script" not in lowered and "</" not in lowered and "-->" not in lowered
+    assert "\u2028" not in body and "\u2029" not in body
+    # one helper: a live page's data goes through it too, and it is plain JSON
+    from sparkstate.metrics.dashboard import script_json
+
+    assert json.loads(script_json([nasty])) == [nasty] and "<" not in script_json([nasty])
+    assert _inline_config(live_page(nasty))[1]["mode"] == "live"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -156,8 +157,6 @@ def test_the_spark_ui_link_is_asked_for_until_spark_has_one() -> None:
 
 
 def test_requests_while_the_job_stops_are_answered_or_refused() -> None:
-    import threading
-
     metrics = JobMetrics("w1")
     server = MetricsServer(metrics, 0).start()
     outcomes: list[object] = []
@@ -185,3 +184,128 @@ def test_requests_while_the_job_stops_are_answered_or_refused() -> None:
         t.join(10)
     assert outcomes and set(outcomes) <= {200, "URLError", "ConnectionResetError", "ConnectionRefusedError",
                                           "RemoteDisconnected"}
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    """Whether the server has closed (or reset) the connection, without waiting."""
+    import select
+
+    if not select.select([sock], [], [], 0)[0]:
+        return False
+    try:
+        return sock.recv(4096) == b""
+    except ConnectionError:
+        return True
+
+
+def test_a_slow_client_is_dropped_at_the_request_deadline(monkeypatch) -> None:
+    """A client sending its request a byte at a time, each well within any per-read timeout,
+    is dropped once the request's time is up; the endpoint goes on answering others."""
+    from sparkstate.metrics import endpoint
+
+    monkeypatch.setattr(endpoint, "REQUEST_SECONDS", 1.0, raising=False)
+    server = MetricsServer(JobMetrics("w1"), 0).start()
+    slow = socket.create_connection((server.host, server.port))
+    try:
+        started = time.monotonic()
+        request = b"GET /jobs HTTP/1.0\r\nX-Slow: " + b"a" * 1000
+        dropped = None
+        for byte in request:
+            try:
+                slow.sendall(bytes([byte]))
+            except ConnectionError:
+                dropped = time.monotonic() - started
+                break
+            if _closed_by_server(slow):
+                dropped = time.monotonic() - started
+                break
+            if time.monotonic() - started > 4:
+                break
+            time.sleep(0.1)
+        assert dropped is not None and 0.8 < dropped < 2.5, f"still connected after {time.monotonic() - started:.1f} s"
+        assert get(f"{server.url}/jobs")[0] == 200
+    finally:
+        slow.close()
+        server.stop()
+
+
+def test_handler_threads_are_capped_and_a_request_beyond_them_is_answered_503(monkeypatch) -> None:
+    from sparkstate.metrics import endpoint
+
+    monkeypatch.setattr(endpoint, "MAX_HANDLERS", 2, raising=False)
+    monkeypatch.setattr(endpoint, "REQUEST_SECONDS", 2.0, raising=False)
+    server = MetricsServer(JobMetrics("w1"), 0).start()
+    silent = [socket.create_connection((server.host, server.port)) for _ in range(2)]  # each holds a handler
+    try:
+        started = time.monotonic()
+        status, body = get(f"{server.url}/jobs")
+        assert status == 503 and b"busy" in body and time.monotonic() - started < 1
+        assert threading.active_count() < 20  # no thread per refused request
+        time.sleep(2.5)  # the silent ones reach their deadline and free their handlers
+        assert get(f"{server.url}/jobs")[0] == 200
+    finally:
+        for s in silent:
+            s.close()
+        server.stop()
+
+
+def test_a_loopback_endpoint_answers_only_requests_naming_this_machine(served) -> None:
+    """DNS rebinding: a page of evil.example, its name pointed at 127.0.0.1, sends Host: evil.example."""
+    import http.client
+
+    metrics, server = served
+
+    def status(host: str | None) -> int:
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=5)
+        try:
+            if host is None:
+                conn.putrequest("GET", "/jobs", skip_host=True)
+                conn.endheaders()
+            else:
+                conn.request("GET", "/jobs", headers={"Host": host})
+            response = conn.getresponse()
+            response.read()
+            return response.status
+        finally:
+            conn.close()
+
+    for good in ("localhost", f"localhost:{server.port}", "127.0.0.1", f"127.0.0.1:{server.port}", "[::1]",
+                 f"[::1]:{server.port}", "LOCALHOST:80", None):
+        assert status(good) == 200, good
+    for bad in ("evil.example", f"evil.example:{server.port}", "localhost.evil.example", "127.0.0.1.nip.io",
+                "localhost:80@evil", "[::1]evil", "", "10.0.0.1"):
+        assert status(bad) == 403, bad
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=5)
+    conn.request("GET", "/metrics", headers={"Host": "evil.example"})
+    body = conn.getresponse().read().decode()
+    conn.close()
+    assert "http://localhost:" in body and "--metrics-host" in body and "sparkstate_records" not in body
+
+
+def test_only_a_loopback_endpoint_checks_host() -> None:
+    from sparkstate.metrics.endpoint import names_this_machine
+
+    assert names_this_machine("localhost:8081") and not names_this_machine("example.org")
+    for host, checks in (("127.0.0.1", True), ("localhost", True), ("0.0.0.0", False)):
+        server = MetricsServer(JobMetrics("w1"), 0, host)
+        try:
+            assert server.checks_host is checks, host
+        finally:
+            server.stop()
+
+
+def test_clients_that_go_away_leave_no_traceback(served, capfd) -> None:
+    """Clients that reset the connection before or while the answer (the dashboard's 50 KB
+    chart library) is written: the endpoint drops them quietly and goes on."""
+    import struct
+
+    metrics, server = served
+    for _ in range(20):
+        c = socket.create_connection((server.host, server.port))
+        c.sendall(b"GET /static/uPlot.iife.min.js HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+        c.close()
+    time.sleep(0.5)
+    assert get(f"{server.url}/jobs")[0] == 200
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Error" not in err

@@ -16,6 +16,7 @@
     ["stateSizeBytes", "state size", "bytes"],
     ["stateEntries", "state entries", "count"],
     ["numberOfCompletedCheckpoints", "checkpoints", "count"],
+    ["numberOfFailedCheckpoints", "failed checkpoints", "count"],
     ["lastCheckpointDuration", "last checkpoint", "ms"],
     ["lastCheckpointSize", "last checkpoint delta", "bytes"],
     ["lastCheckpointFullSize", "last checkpoint full", "bytes"],
