@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import socketserver
 import threading
 import time
 import urllib.error
@@ -234,13 +235,22 @@ def test_handler_threads_are_capped_and_a_request_beyond_them_is_answered_503(mo
 
     monkeypatch.setattr(endpoint, "MAX_HANDLERS", 2, raising=False)
     monkeypatch.setattr(endpoint, "REQUEST_SECONDS", 2.0, raising=False)
+    threads = []  # the requests given a thread of their own (what ThreadingMixIn does per request)
+    start_thread = socketserver.ThreadingMixIn.process_request
+    monkeypatch.setattr(socketserver.ThreadingMixIn, "process_request",
+                        lambda self, *a: (threads.append(a[1]), start_thread(self, *a)))
     server = MetricsServer(JobMetrics("w1"), 0).start()
     silent = [socket.create_connection((server.host, server.port)) for _ in range(2)]  # each holds a handler
     try:
+        deadline = time.monotonic() + 2
+        while len(threads) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
         started = time.monotonic()
-        status, body = get(f"{server.url}/jobs")
-        assert status == 503 and b"busy" in body and time.monotonic() - started < 1
-        assert threading.active_count() < 20  # no thread per refused request
+        for _ in range(5):
+            status, body = get(f"{server.url}/jobs")
+            assert status == 503 and b"busy" in body
+        assert time.monotonic() - started < 2
+        assert len(threads) == 2  # no thread per refused request
         time.sleep(2.5)  # the silent ones reach their deadline and free their handlers
         assert get(f"{server.url}/jobs")[0] == 200
     finally:
