@@ -776,7 +776,9 @@ def savepoint_command(job_name: str, stop: bool, batch: int | None, checkpoint_d
     console.print(_savepoint_table(meta, time.monotonic() - started))
     restore = job_arg if job_arg != job_name else str(meta.get("job") or job_name)
     console.print(text(_restore_hint(restore, str(meta["location"]))), soft_wrap=True)
-    pickled = [*("the keys" if n == "__key" else f"state {n!r}" for n in meta.get("pickled", ())),
+    from sparkstate.savepoint.format import column_what
+
+    pickled = [*map(column_what, meta.get("pickled", ())),
                *(["the broadcast state"] if (meta.get("broadcast") or {}).get("encoding") == "pickle"
                                            else [])]
     if pickled:

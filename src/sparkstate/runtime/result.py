@@ -35,6 +35,7 @@ class RunResult:
     #: dead_letters...); a batch replayed after a failure counts once
     batch_side_outputs: dict[int, dict[str, int]] = field(default_factory=dict)
     #: main rows a database or Kafka sink refused (sent to dead letters instead), per batch id
+    #: until the batch's progress takes it (``run_loop._account``): a batch or two at a time
     batch_refused: dict[int, int] = field(default_factory=dict)
     #: "python" or "native" (see ``sparkstate explain``)
     plan: WindowPath = WindowPath.PYTHON

@@ -537,8 +537,10 @@ def _account(result: RunResult, p: dict, events: int) -> None:
     if side:
         p["sideOutputs"] = side
     out = observed_rows_out(p)
+    # taken, not read: the count is the batch's alone, and a run of months must not keep one per batch
+    refused = result.batch_refused.pop(p.get("batchId", -1), 0)
     if out is not None:
-        p["rowsOut"] = max(0, out - result.batch_refused.get(p.get("batchId", -1), 0))
+        p["rowsOut"] = max(0, out - refused)
     result.progress.append(p)
     result.batches += 1
     result.events += events

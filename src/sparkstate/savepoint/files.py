@@ -33,10 +33,10 @@ from sparkstate.api.state import Record
 from sparkstate.errors import SavepointError
 from sparkstate.savepoint.format import (
     FORMAT_VERSION,
-    KEY_COLUMN,
     METADATA_FILE,
     STATE_DIR,
     column_classes,
+    column_what,
     dumps,
     group_file,
     pickled_columns,
@@ -221,10 +221,7 @@ class SavepointWriter:
             # file: Spark's file sources skip names starting with "." or "_")
             self._temp.write(f"{STATE_DIR}/{EMPTY_MARKER}", b"")
         self._temp.write(METADATA_FILE, json.dumps(meta, indent=1, sort_keys=True).encode("utf-8"))
-        if self.target.exists() and self.target.names():
-            self.abort()
-            raise self._exists()
-        try:
+        try:  # refused where the target is there and not empty (another writer's, published first)
             self._temp.publish(self.target)
         except FileExistsError:
             self.abort()
@@ -241,12 +238,10 @@ class Savepoint:
     reader shows them: classes the process has imported, pickled values unread unless
     ``trusted``)."""
 
-    def __init__(self, directory: Directory, meta: dict[str, Any], decoder: Decoder | None = None,
-                 *, trusted: bool = False) -> None:
+    def __init__(self, directory: Directory, meta: dict[str, Any], *, trusted: bool = False) -> None:
         self.directory = directory
         self.meta = meta
-        self.decoder = decoder or Decoder(imported=True, lenient=True, trusted=trusted,
-                                          where=f"savepoint {directory.location}")
+        self.decoder = Decoder(imported=True, lenient=True, trusted=trusted, where=f"savepoint {directory.location}")
 
     @property
     def location(self) -> str:
@@ -273,7 +268,7 @@ class Savepoint:
         if content is None:
             return None
         decoder = decoder or self.decoder
-        if self.meta["broadcast"].get("encoding", "pickle") == "pickle":
+        if self._broadcast_pickled():
             states = decoder.unpickler("its broadcast state")(content)
         else:
             states = decoder.decode(content.decode("utf-8"))
@@ -303,6 +298,10 @@ class Savepoint:
             "or restore the file from a copy"
         )
 
+    def _broadcast_pickled(self) -> bool:
+        """Whether the broadcast state's file is pickled (format 1 always pickled it)."""
+        return bool(self.meta["broadcast"].get("encoding", "pickle") == "pickle")
+
     def table(self, key_group: int) -> pa.Table:
         return read_table(self.group_bytes(key_group))
 
@@ -323,11 +322,10 @@ class Savepoint:
         for kg in self.key_groups:
             schema = read_schema(self.group_bytes(kg))
             contents.classes |= column_classes(schema)
-            contents.pickled.update("its keys" if n == KEY_COLUMN else f"state {n!r}" for n in pickled_columns(schema))
+            contents.pickled.update(map(column_what, pickled_columns(schema)))
         if self.broadcast_bytes() is not None:
-            entry = self.meta["broadcast"]
-            contents.classes.update(entry.get("classes") or ())
-            if entry.get("encoding", "pickle") == "pickle":
+            contents.classes.update(self.meta["broadcast"].get("classes") or ())
+            if self._broadcast_pickled():
                 contents.pickled.add("its broadcast state")
         listed = {Path(e["path"]).name for e in self.meta["files"].values()}
         state = self.directory.sibling(f"{Path(self.location.rstrip('/')).name}/{STATE_DIR}")
@@ -351,7 +349,7 @@ class Savepoint:
 @dataclass
 class Contents:
     """What a savepoint's files hold that reading them depends on: the classes their values
-    name (``module:qualname``), and what they store pickled (``state 'x'``, ``its keys``)."""
+    name (``module:qualname``), and what they store pickled (``state 'x'``, ``the keys``)."""
 
     classes: set[str] = field(default_factory=set)
     pickled: set[str] = field(default_factory=set)

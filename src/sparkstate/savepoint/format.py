@@ -193,6 +193,11 @@ def pickled_columns(schema: pa.Schema) -> list[str]:
             if f.name not in (KEY_TEXT_COLUMN, TIMERS_COLUMN, HELD_COLUMN) and encoding_of(schema, f.name) == "pickle"]
 
 
+def column_what(name: str) -> str:
+    """A key or state column as messages name it: ``the keys``, ``state 'total'``."""
+    return "the keys" if name == KEY_COLUMN else f"state {name!r}"
+
+
 def decode_column(table: pa.Table, name: str, decoder: Decoder) -> list[Any]:
     """The values of column ``name`` in the table's row order (``MISSING`` where absent)."""
     values = table.column(name).to_pylist()
@@ -201,8 +206,7 @@ def decode_column(table: pa.Table, name: str, decoder: Decoder) -> list[Any]:
         decode = decoder.decode
         return [MISSING if v is None else decode(v) for v in values]
     if encoding == "pickle":
-        what = "its keys" if name == KEY_COLUMN else f"state {name!r}"
-        unpickle = decoder.unpickler(what, shown=name != KEY_COLUMN)
+        unpickle = decoder.unpickler(column_what(name), shown=name != KEY_COLUMN)
         return [MISSING if v is None else unpickle(v) for v in values]
     if encoding != "arrow":
         raise SavepointError(f"{decoder.where}: column {name!r} has the encoding {encoding!r}, which this sparkstate "

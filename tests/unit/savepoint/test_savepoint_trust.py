@@ -267,7 +267,7 @@ def test_a_crafted_savepoint_runs_nothing_when_read_or_restored(tmp_path, where)
         assert "pickled value" in repr(reader.state("total")["value"][0])
         assert "pickled value" in str(reader.key("a"))
     else:
-        with pytest.raises(SavepointError, match="stores its keys pickled"):
+        with pytest.raises(SavepointError, match="stores the keys pickled"):
             reader.state("total")
     with pytest.raises(SavepointError, match="--trust-savepoint"):
         _job().run(checkpoint_dir=tmp_path / "ck", from_savepoint=str(sp))
