@@ -1,11 +1,13 @@
-"""A file source's files read in Python, as blocks of whole lines.
+"""A file source's files listed and read in Python, as blocks of whole lines.
 
-Spark lists a ``FileSource``'s directory and logs each micro-batch's files in the checkpoint
-(its binary-file stream source, asked for each file's path and modification time only); the
-packing step then reads each file itself, a block at a time, and parses the block's lines in
-one piece. Reading files in the Python worker spares Spark's text scan and its transfer of
-every line from the JVM to Python, which cost a file source about a quarter of the
-generator's throughput.
+sparkstate's file source lists a local ``FileSource`` directory itself (:func:`list_files`)
+and takes its files in one total order, ``(modification time in ms, path)``: a micro-batch
+is the files after one position in that order and up to another (:func:`files_between`),
+and Spark's offset log records the position, so a replayed batch, a restarted query and a
+restored savepoint all read each file once and in that order. The packing step then reads
+each file itself, a block at a time, and parses the block's lines in one piece. Reading
+files in the Python worker spares Spark's text scan and its transfer of every line from the
+JVM to Python, which cost a file source about a quarter of the generator's throughput.
 
 The lines are the ones Spark's text source reads: a line ends at ``\\n``, ``\\r\\n`` or
 ``\\r`` (Hadoop's line reader), the bytes are UTF-8, and a byte that is not (which Spark's
@@ -27,9 +29,10 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
+import os
 import zlib
-from collections.abc import Iterator
-from typing import BinaryIO
+from collections.abc import Iterator, Sequence
+from typing import BinaryIO, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -51,6 +54,74 @@ def local_path(path: str) -> str | None:
 def reads_locally(directory: str) -> bool:
     """Whether the files of ``directory`` (a FileSource's path) can be opened by Python."""
     return local_path(directory) is not None
+
+
+class ListedFile(NamedTuple):
+    """A file of a FileSource's directory: its place in the source's order is ``(mtime_ms, path)``."""
+
+    mtime_ms: int
+    path: str
+    size: int
+
+    @property
+    def key(self) -> tuple[int, str]:
+        return (self.mtime_ms, self.path)
+
+
+#: the position before every file (a new checkpoint's start)
+BEFORE_ALL: tuple[int, str] = (-1, "")
+
+
+def hidden(name: str) -> bool:
+    """Whether Spark's file sources skip a file or directory of this name (``_SUCCESS``,
+    ``.crc`` files, a copy in progress), and so does sparkstate's (a partition directory such
+    as ``_k=1`` is not hidden)."""
+    return (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
+
+
+def list_files(directory: str) -> list[ListedFile]:
+    """The files under ``directory`` (a local path; subdirectories included, hidden names
+    skipped), in the source's order: by modification time (ms, as Hadoop reports it), then path."""
+    out: list[ListedFile] = []
+    pending = [directory]
+    while pending:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except FileNotFoundError:  # a subdirectory removed while listing
+            continue
+        for entry in entries:
+            if hidden(entry.name):
+                continue
+            try:
+                if entry.is_dir():
+                    pending.append(entry.path)
+                    continue
+                st = entry.stat()
+            except FileNotFoundError:  # removed while listing: it is not there
+                continue
+            out.append(ListedFile(st.st_mtime_ns // 1_000_000, entry.path, st.st_size))
+    out.sort()
+    return out
+
+
+def files_between(files: Sequence[ListedFile], after: tuple[int, str], upto: tuple[int, str] | None = None,
+                  limit: int | None = None) -> list[ListedFile]:
+    """The files (sorted, as :func:`list_files` gives them) after position ``after`` and up to
+    ``upto`` (None: no end), at most ``limit`` of them (the first ones)."""
+    out = [f for f in files if f.key > after and (upto is None or f.key <= upto)]
+    return out[:limit] if limit is not None else out
+
+
+def spread(files: Sequence[ListedFile], tasks: int) -> list[list[ListedFile]]:
+    """``files`` over at most ``tasks`` groups of about equal bytes (largest first into the
+    lightest group), each group's files in the source's order; no group is empty."""
+    groups: list[list[ListedFile]] = [[] for _ in range(max(1, min(tasks, len(files))))]
+    sizes = [0] * len(groups)
+    for f in sorted(files, key=lambda f: -f.size):
+        i = sizes.index(min(sizes))
+        groups[i].append(f)
+        sizes[i] += f.size + 4 * 1024 * 1024  # plus the cost of opening a file, as Spark counts it
+    return [sorted(g) for g in groups if g]
 
 
 def blocks(stream: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[int, bytes]]:

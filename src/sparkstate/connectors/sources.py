@@ -323,11 +323,18 @@ class SocketSource(TextLines):
 @dataclass(frozen=True)
 class FileSource(TextLines):
     """The lines of the files in directory ``path``, each one event as JSON (or CSV), files read
-    as they appear (oldest first), at most ``max_files_per_trigger`` per micro-batch.
+    as they appear in the order (modification time, path), at most ``max_files_per_trigger``
+    per micro-batch.
 
-    Spark's file stream source logs the files of every micro-batch in the checkpoint, so a
-    batch that failed reads the same files again: **exactly-once**, provided a file is complete
-    when it appears (write it elsewhere and move it in) and is never changed afterwards. Each
+    Each micro-batch takes the files that follow the last one read in that order, and Spark's
+    offset log records the last file's position, so a batch that failed reads the same files
+    again and a restore resumes after its savepoint's batch: **exactly-once**, provided a file
+    is complete when it appears (write it elsewhere and move it in) and is never changed
+    afterwards. A file that appears with a position before the last file read (an older
+    modification time, e.g. moved in with ``mv`` after a newer one) is not read: a warning
+    says so, and ``touch`` gives it a new modification time. (A directory on another file system,
+    ``hdfs://`` or ``s3a://``, is listed by Spark's file source: files in its order, which splits
+    equal modification times its own way, and a savepoint names the files read.) Each
     file is read whole by one task of its micro-batch, in Python; a line ends at ``\n``,
     ``\r\n`` or ``\r`` as in Spark's text source, and a batch's records are its files'
     lines but the blank ones.

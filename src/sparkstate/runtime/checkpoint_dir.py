@@ -292,11 +292,19 @@ class CheckpointDir:
 
     def source_files(self, source: int, after: int, upto: int) -> list[str]:
         """The files Spark's file source ``source`` (its index in the query) took in its log
-        batches ``after + 1`` to ``upto``, from its log under ``sources/`` (compacted or not)."""
+        batches ``after + 1`` to ``upto``, from its log under ``sources/`` (compacted or not).
+
+        Spark compacts the log every tenth batch: ``19.compact`` holds the entries of batches
+        0 to 19 and replaces their plain files (``19`` is never written; the others it deletes
+        in time), so the compact file that covers the range is read with the plain files, and
+        entries outside the range are left."""
         names = {e.name for e in self.storage.list(self.SOURCES, str(source))}
         plain = [str(k) for k in range(after + 1, upto + 1) if str(k) in names]
         compact = sorted(int(n.split(".")[0]) for n in names if n.endswith(".compact") and n.split(".")[0].isdigit())
-        covering = [f"{k}.compact" for k in compact if k > after][:1]
+        # a compact file holds every batch up to its own: the first at or past ``upto`` holds the
+        # whole range; without one, the last inside the range holds its part (plain files the rest)
+        past = [k for k in compact if k >= upto][:1]
+        covering = [f"{k}.compact" for k in (past or [k for k in compact if after < k < upto][-1:])]
         files: dict[str, None] = {}
         for name in [*plain, *covering]:
             try:

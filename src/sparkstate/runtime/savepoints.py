@@ -362,11 +362,17 @@ def broadcast_content(spark: Any, checkpoint: CheckpointDir, backend: str, batch
         ) from None
 
 
-def _files_read(checkpoint: CheckpointDir, job_meta: dict, batch: int) -> list[str]:
-    """The files a file source job had read by ``batch``: its file source log's, and, for a
-    checkpoint restored from a savepoint, the files that savepoint had read (skipped here)."""
+def _files_read(checkpoint: CheckpointDir, job_meta: dict, batch: int) -> list[str] | None:
+    """The files a file source job's restore must skip besides its position (``source_offset``):
+    for a checkpoint restored from an older savepoint, the files that savepoint named; for a
+    checkpoint of Spark's file source (a directory Spark lists, or an older sparkstate's), also
+    every file its log names up to ``batch``. sparkstate's own file source records its position,
+    a file's (modification time, path), in the offset log: a restore resumes after it."""
     before = (job_meta.get("restored_from") or {}).get("source_files") or []
-    return list(dict.fromkeys([*before, *checkpoint.source_files(0, -1, batch)]))
+    offsets = checkpoint.batch_source_offsets(batch) or []
+    if offsets and isinstance(offsets[0], dict) and "logOffset" in offsets[0]:
+        return list(dict.fromkeys([*before, *checkpoint.source_files(0, -1, batch)]))
+    return list(before) or None
 
 
 def _is_file_source(job_meta: dict) -> bool:

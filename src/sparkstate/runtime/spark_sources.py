@@ -4,8 +4,9 @@ Spark records each micro-batch's offset range in the checkpoint's offset log bef
 it. The generator and list sources produce a range's rows as a pure function of the range, so
 a batch replayed after a crash reads exactly the rows it read the first time (exactly-once).
 The socket source cannot: it holds the lines it received in memory until their batch is
-committed (at-most-once). Files are listed by Spark's own file stream source, which logs each
-batch's files in the checkpoint (exactly-once), and read by the packing step.
+committed (at-most-once). A local directory's files are listed by sparkstate's file source,
+whose offset is a position in the files' order ``(modification time, path)``: a batch is the
+files between two positions (exactly-once), which the packing step reads.
 
 Each kind of source spec has one Spark binding here, a :class:`SparkSource` that
 :func:`spark_source` finds by the spec's type: its raw events, and the job's input packed. A
@@ -36,7 +37,18 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from sparkstate.api.io import SourceSpec, check_source_columns
 from sparkstate.api.schema import Schema
 from sparkstate.api.time import epoch_micros
-from sparkstate.connectors.files import BLOCK_BYTES, blocks_of, lines_of, local_path, reads_locally
+from sparkstate.connectors.files import (
+    BEFORE_ALL,
+    BLOCK_BYTES,
+    ListedFile,
+    blocks_of,
+    files_between,
+    lines_of,
+    list_files,
+    local_path,
+    reads_locally,
+    spread,
+)
 from sparkstate.connectors.generator import GENERATORS, Generator
 from sparkstate.connectors.sources import (
     DEFAULT_MAX_BUFFER,
@@ -61,6 +73,7 @@ from sparkstate.errors import JobDefinitionError, SourceError
 GENERATOR_FORMAT = "sparkstate_generator"
 LIST_FORMAT = "sparkstate_list"
 SOCKET_FORMAT = "sparkstate_socket"
+FILES_FORMAT = "sparkstate_files"
 
 def arrow_schema(ddl: str) -> pa.Schema:
     """Arrow schema of a ListSource's DDL schema."""
@@ -573,6 +586,147 @@ class SocketStreamReader(DataSourceStreamReader):
             self._socket.close()
 
 
+# --------------------------------------------------------------------------- files
+
+
+#: the rows sparkstate's file source gives the packing step: one per file of the batch, its
+#: modification time in epoch microseconds (as ``file_texts`` takes Spark's timestamps)
+FILES_SCHEMA = "path string, modificationTime bigint"
+
+
+def file_cursor(offset: Any) -> tuple[int, str] | None:
+    """The position an offset of sparkstate's file source records (None: not one of its offsets)."""
+    if isinstance(offset, dict) and "mtime" in offset and "path" in offset:
+        return int(offset["mtime"]), str(offset["path"])
+    return None
+
+
+def _cursor_offset(key: tuple[int, str]) -> dict:
+    return {"mtime": key[0], "path": key[1]}
+
+
+class FilesDataSource(DataSource):
+    """``spark.readStream.format("sparkstate_files")``: a local directory's files, oldest first."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FILES_FORMAT
+
+    def schema(self) -> str:
+        return FILES_SCHEMA
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        start = self.options.get(START_OPTION)
+        limit = self.options.get("max_files_per_trigger")
+        return FilesStreamReader(
+            self.options["path"], int(limit) if limit else None, int(self.options.get("tasks") or 1),
+            file_cursor(json.loads(start)) if start else None,
+        )
+
+
+@dataclass(frozen=True)
+class FilesPartition(InputPartition):
+    #: ``(path, modification time in ms)`` of each file the task reads
+    files: tuple[tuple[str, int], ...]
+
+
+class FilesStreamReader(DataSourceStreamReader):
+    """A directory's files in the order ``(modification time in ms, path)``; each offset is the
+    position of the last file a batch takes (``{"mtime": ms, "path": ...}``), so a batch is
+    the files after its start and up to its end, at most ``max_files`` of them: the same files
+    when Spark replays it, and a restore resumes after its savepoint's batch's last file.
+
+    A file that appears with a position at or before the offset already reached (an old
+    modification time: ``mv`` and ``cp -p`` keep a file's) is not read: the reader logs a
+    warning for it once (touching the file gives it a new modification time, and it is read)."""
+
+    def __init__(self, directory: str, max_files: int | None, tasks: int, start: tuple[int, str] | None = None) -> None:
+        self.directory, self.max_files, self.tasks = directory, max_files, tasks
+        self.start = start or BEFORE_ALL
+        #: the files each end offset this reader planned took (partitions() of that batch reads them)
+        self._planned: dict[tuple[int, str], list[ListedFile]] = {}
+        #: every path listed so far (a path first seen behind the position is a late file)
+        self._seen: set[str] | None = None
+
+    def initialOffset(self) -> dict:
+        return _cursor_offset(self.start)
+
+    def _position(self, offset: Any) -> tuple[int, str]:
+        key = file_cursor(offset)
+        if key is None:
+            raise SourceError(
+                f"FileSource {self.directory}: the checkpoint's offset {json.dumps(offset)[:200]} is not a "
+                "position of sparkstate's file source: the checkpoint was written by an older sparkstate, whose "
+                "file source Spark listed. Take a savepoint of it (`sparkstate savepoint --checkpoint DIR`) and "
+                "restore it into a new checkpoint (--from-savepoint): the restore skips the files it had read"
+            )
+        return key
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        after = self._position(start) if start else self.start
+        files = list_files(self.directory)
+        self._warn_late(files, after)
+        taken = files_between(files, after, limit=self.max_files)
+        if not taken:
+            return start if start else _cursor_offset(after)
+        end = taken[-1].key
+        self._planned = {end: taken}
+        return _cursor_offset(end)
+
+    def _warn_late(self, files: list[ListedFile], after: tuple[int, str]) -> None:
+        paths = {f.path for f in files}
+        if self._seen is not None:
+            late = [f.path for f in files if f.key <= after and f.path not in self._seen]
+            if late:
+                import logging
+
+                more = f" and {len(late) - 5} more" if len(late) > 5 else ""
+                logging.getLogger("sparkstate").warning(
+                    "FileSource %s: %s appeared with a modification time at or before the files already read, and "
+                    "will not be read (a file is read when its (modification time, path) follows the last read file's; "
+                    "touch it to give it a new modification time)", self.directory, ", ".join(late[:5]) + more)
+        self._seen = paths if self._seen is None else self._seen | paths
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        after, upto = self._position(start), self._position(end)
+        # a batch planned by this reader takes the files it listed; a batch replayed after a
+        # restart lists them again (the same files, unless one was removed or came in late)
+        files = self._planned.get(upto)
+        if files is None:
+            files = files_between(list_files(self.directory), after, upto)
+        return [FilesPartition(tuple((f.path, f.mtime_ms) for f in group)) for group in spread(files, self.tasks)]
+
+    # Spark passes back what partitions() returned; pyspark types it as the base class
+    def read(self, partition: FilesPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        if partition.files:
+            paths, mtimes = zip(*partition.files)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(paths, pa.string()), pa.array([m * 1000 for m in mtimes], pa.int64())],
+                names=["path", "modificationTime"],
+            )
+
+    def __getstate__(self) -> dict:
+        # Spark ships the reader to the tasks that call ``read``: the files travel in the
+        # partitions, the listing stays in the driver
+        return {"directory": self.directory, "max_files": self.max_files, "tasks": self.tasks, "start": self.start}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["directory"], state["max_files"], state["tasks"], state["start"])  # type: ignore[misc]
+
+    def commit(self, end: dict) -> None:
+        key = file_cursor(end)
+        self._planned = {k: v for k, v in self._planned.items() if key is None or k > key}
+
+
+def _local_names(name: str) -> set[str]:
+    """The local paths a file named as Spark's file source log names it may be (its URI form
+    is percent-encoded; a name may hold a literal ``%`` too)."""
+    from urllib.parse import unquote
+
+    path = local_path(name) or name
+    return {path, unquote(path)}
+
+
 # --------------------------------------------------------------------------- binding
 
 
@@ -580,6 +734,7 @@ def register(spark: Any) -> None:
     spark.dataSource.register(GeneratorDataSource)
     spark.dataSource.register(ListDataSource)
     spark.dataSource.register(SocketDataSource)
+    spark.dataSource.register(FilesDataSource)
 
 
 class SparkSource(Protocol):
@@ -708,7 +863,7 @@ class _Lines(_Binding):
 
     def packed(self, spark: Any, job: Any, marker: bool, scratch_dir: str | None, start: dict | None = None) -> Any:
         assigner = job.watermark.timestamp_assigner if job.watermark else None
-        rows = with_now(self._lines(self._skip_read(self.raw(spark, scratch_dir), resumes(self.spec, start))), job)
+        rows = with_now(self._lines(self._input(spark, scratch_dir, start)), job)
         # with a timestamp assigner, event time is the function's business, not a column's
         parser = self.spec.parser(job.key_columns, None if assigner else job.timestamp_column)
         packer = Packer(job.key_columns, job.settings.key_groups, job.timestamp_column, assigner,
@@ -722,6 +877,10 @@ class _Lines(_Binding):
     def _packing(packer: Packer, parser: Any) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
         """The packing step's function: here its input is a column of lines."""
         return in_task(lambda batches, part: packer.pack_lines(parser, batches, part))
+
+    def _input(self, spark: Any, scratch_dir: str | None, start: dict | None) -> Any:
+        """The source's rows for a run that ``start`` (a savepoint's metadata) may restore."""
+        return self._skip_read(self.raw(spark, scratch_dir), resumes(self.spec, start))
 
     def _skip_read(self, df: Any, start: dict | None) -> Any:
         """A socket cannot be read again: a restored run reads what the server sends next."""
@@ -754,33 +913,56 @@ class _Socket(_Lines):
 @spark_source.register(FileSource)
 @dataclass(frozen=True)
 class _Files(_Lines):
-    """Spark lists the files and logs each batch's in the checkpoint; the packing step reads
-    them (``sparkstate.connectors.files``), and orders a batch's by modification time, then
-    path, each file's lines in order (see ``sparkstate.engine.events``)."""
+    """A local directory's files are listed by sparkstate's file source (``FilesStreamReader``):
+    each batch the next files in the order (modification time, path), its offset the last
+    one's position; another file system's by Spark's binary-file source, which logs each
+    batch's files in the checkpoint. The packing step reads them (``sparkstate.connectors.files``),
+    and orders a batch's by modification time, then path, each file's lines in order (see
+    ``sparkstate.engine.events``)."""
 
     spec: FileSource
 
     def _read(self, spark: Any, scratch_dir: str | None, options: dict[str, str]) -> Any:
         source = self.spec
         local = local_path(source.path)
-        if local is not None and not os.path.isdir(local):
+        if local is None:
+            reader = spark.readStream.format("binaryFile").schema(FILE_ROWS_SCHEMA)
+            if source.max_files_per_trigger is not None:
+                reader = reader.option("maxFilesPerTrigger", source.max_files_per_trigger)
+            return reader.load(source.path)
+        if not os.path.isdir(local):
             raise JobDefinitionError(
                 f"FileSource: directory {source.path!r} does not exist; create it (its files are read as they appear)"
             )
-        reader = spark.readStream.format("binaryFile").schema(FILE_ROWS_SCHEMA)
+        try:
+            tasks = int(spark.sparkContext.defaultParallelism)
+        except Exception:  # a session without a SparkContext (Spark Connect)
+            tasks = int(spark.conf.get("spark.sql.shuffle.partitions", "2"))
+        settings = {"path": os.path.abspath(local), "tasks": str(tasks)}
         if source.max_files_per_trigger is not None:
-            reader = reader.option("maxFilesPerTrigger", source.max_files_per_trigger)
-        return reader.load(source.path)
+            settings["max_files_per_trigger"] = str(source.max_files_per_trigger)
+        return _with_options(spark.readStream.format(FILES_FORMAT), {**settings, **options}).load()
+
+    def _input(self, spark: Any, scratch_dir: str | None, start: dict | None) -> Any:
+        """A restored run starts after the position its savepoint's batch had reached; a
+        savepoint of an older sparkstate (or of a directory Spark lists) names the files read
+        instead, which are skipped."""
+        saved = resumes(self.spec, start)
+        cursor = file_cursor((saved or {}).get("source_offset"))
+        options = {START_OPTION: json.dumps(_cursor_offset(cursor))} if cursor and reads_locally(self.spec.path) else {}
+        return self._skip_read(self.raw(spark, scratch_dir, options), saved)
 
     def _skip_read(self, df: Any, start: dict | None) -> Any:
-        """A restored run reads only the files the savepoint's batch had not read (a file is
-        read whole in one batch, so a file was read or it was not)."""
         done = (start or {}).get("source_files")
         if not done:
             return df
         from pyspark.sql import functions as F
 
-        return df.where(~F.input_file_name().isin(list(done)))
+        if not reads_locally(self.spec.path):
+            return df.where(~F.input_file_name().isin(list(done)))
+        # the savepoint names files as Spark's log did (``file:///in/a%20b.csv``); the source, by path
+        names = sorted({p for f in done for p in _local_names(f)})
+        return df.where(~F.col("path").isin(names))
 
     def _lines(self, df: Any) -> Any:
         # a file Python can open is read by the packing step; another file system's comes with its bytes
@@ -813,8 +995,9 @@ class _Files(_Lines):
         return in_task(pack)
 
     def restore_promise(self) -> str:
-        return ("skips the files the savepoint's batch had read and reads every other file once "
-                "(a file is read whole in one batch; a file changed after it was read is not read again)")
+        return ("resumes after the last file the savepoint's batch read, in the order (modification time, path): "
+                "every later file once, in that order (a file is read whole in one batch; a file changed after it "
+                "was read is not read again, nor one that appears with an older position)")
 
 
 @spark_source.register(DataFrameSource)
