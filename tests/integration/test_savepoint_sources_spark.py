@@ -50,9 +50,10 @@ def test_a_restored_file_source_reads_each_line_once(spark, tmp_path):
     job, first = running_sum(source)
     assert job.run(checkpoint_dir=tmp_path / "a", spark=spark, timeout=120, until=lambda r: r.events >= 6).completed
     sp = take_savepoint(str(tmp_path / "a"), target=str(tmp_path / "sp"), spark=spark)
-    # the savepoint names the files as Spark's file source log does, which is input_file_name()'s form
-    # (URL-encoded: the folder's name has a space)
-    assert sorted(sp["source_files"]) == [(folder / f"{i}.json").as_uri() for i in range(2)]
+    # the savepoint records the source's position: the last file read, by (modification time, path)
+    assert sp["source_offset"] == {"mtime": 1_700_000_001_000, "path": str(folder / "1.json"), "files": 2,
+                                   "first": str(folder / "0.json")}
+    assert sp["source_files"] is None
 
     # a file that arrives while the job is stopped; the restored run reads it and only it
     late = folder / "2.json"
@@ -65,15 +66,28 @@ def test_a_restored_file_source_reads_each_line_once(spark, tmp_path):
     assert counts(first) == {"m1": [1, 2, 3, 4, 5], "m2": [1]}
     assert counts(second) == {"m1": [6], "m3": [1, 2]}  # every line counted once over the two runs
     # the job's source is the first of the query's sources (the restore rows follow it)
-    assert str(folder) in result.progress[0]["sources"][0]["description"]
+    assert "/sp/state" not in result.progress[0]["sources"][0]["description"]
     assert "/sp/state" in result.progress[0]["sources"][1]["description"]
     _, offset = CheckpointDir.open(str(tmp_path / "b")).last_committed_offset()
-    assert offset == {"logOffset": 0}
-    log = (tmp_path / "b" / "sources" / "0" / "0").read_text().splitlines()[1:]
-    assert [json.loads(e)["path"].rsplit("/", 1)[1] for e in log] == ["0.json", "1.json", "2.json"]
-    # a savepoint of the restored checkpoint still names the files read before the first savepoint
+    assert offset == {"mtime": 1_700_000_002_000, "path": str(late), "files": 1, "first": str(late)}
     again = take_savepoint(str(tmp_path / "b"), target=str(tmp_path / "sp-b"), spark=spark)
-    assert sorted(again["source_files"]) == [(folder / f"{i}.json").as_uri() for i in range(3)]
+    assert again["source_offset"] == offset and again["source_files"] is None
+
+    # a savepoint of an older sparkstate, whose file source Spark listed: it names the files
+    # read as Spark's log did (URL-encoded: the folder's name has a space); a restore skips them
+    import shutil
+
+    shutil.copytree(tmp_path / "sp", tmp_path / "sp-old")
+    meta = json.loads((tmp_path / "sp-old" / "_savepoint.json").read_text())
+    meta.update(source_offset={"logOffset": 1}, source_files=[(folder / f"{i}.json").as_uri() for i in range(2)])
+    (tmp_path / "sp-old" / "_savepoint.json").write_text(json.dumps(meta, sort_keys=True))
+    job, old = running_sum(source)
+    result = job.run(checkpoint_dir=tmp_path / "c", spark=spark, timeout=120, from_savepoint=str(tmp_path / "sp-old"),
+                     until=lambda r: r.batches >= 1)
+    assert result.completed and counts(old) == {"m1": [6], "m3": [1, 2]}
+    # ... and a savepoint of that checkpoint still names them, beside its own position
+    carried = take_savepoint(str(tmp_path / "c"), target=str(tmp_path / "sp-c"), spark=spark)
+    assert carried["source_files"] == meta["source_files"] and carried["source_offset"]["path"] == str(late)
 
     # a savepoint of a list source (written by the harness, in the same format) restored into the
     # file source job: its offset means nothing to files, so they are read from the beginning

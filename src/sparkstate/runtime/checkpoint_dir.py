@@ -305,8 +305,8 @@ class CheckpointDir:
         # whole range; without one, the last inside the range holds its part (plain files the rest)
         past = [k for k in compact if k >= upto][:1]
         covering = [f"{k}.compact" for k in (past or [k for k in compact if after < k < upto][-1:])]
-        files: dict[str, None] = {}
-        for name in [*plain, *covering]:
+        files: dict[str, int] = {}
+        for name in [*covering, *plain]:
             try:
                 lines = self.storage.read_text(self.SOURCES, str(source), name).splitlines()
             except (OSError, ValueError):
@@ -315,10 +315,10 @@ class CheckpointDir:
                 try:
                     entry = json.loads(line)
                     if after < int(entry["batchId"]) <= upto:
-                        files[str(entry["path"])] = None
+                        files.setdefault(str(entry["path"]), int(entry["batchId"]))
                 except (ValueError, KeyError, TypeError):
                     continue
-        return list(files)
+        return sorted(files, key=files.__getitem__)  # by batch, each batch's as its log lists them
 
     def list_state(self, *parts: str) -> list[Entry]:
         """A directory under ``state/`` (parts relative to it); empty when it does not exist."""

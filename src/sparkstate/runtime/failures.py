@@ -27,6 +27,9 @@ def batch_input(checkpoint: CheckpointDir, batch: int) -> str | None:
             if files:
                 more = f" and {len(files) - 5} more" if len(files) > 5 else ""
                 parts.append(f"file{'s' if len(files) > 1 else ''} {', '.join(files[:5])}{more}")
+        elif isinstance(offset, dict) and "mtime" in offset and "files" in offset:  # sparkstate's file source
+            count, first, last = int(offset["files"]), offset.get("first"), offset.get("path")
+            parts.append(f"file {last}" if count == 1 else f"{count} files, {first} to {last} by (modification time, path)")
         elif isinstance(offset, dict) and "offset" in offset:  # sparkstate's own sources
             first = before.get("offset", 0) if isinstance(before, dict) else 0
             parts.append(f"source offsets {first} to {offset['offset']}")

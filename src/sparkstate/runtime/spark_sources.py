@@ -632,7 +632,8 @@ class FilesPartition(InputPartition):
 
 class FilesStreamReader(DataSourceStreamReader):
     """A directory's files in the order ``(modification time in ms, path)``; each offset is the
-    position of the last file a batch takes (``{"mtime": ms, "path": ...}``), so a batch is
+    position of the last file a batch takes (``{"mtime": ms, "path": ...}``, with the batch's
+    first file and its count of files, which name them in messages), so a batch is
     the files after its start and up to its end, at most ``max_files`` of them: the same files
     when Spark replays it, and a restore resumes after its savepoint's batch's last file.
 
@@ -671,7 +672,8 @@ class FilesStreamReader(DataSourceStreamReader):
             return start if start else _cursor_offset(after)
         end = taken[-1].key
         self._planned = {end: taken}
-        return _cursor_offset(end)
+        # the batch's first file and count ride along for its failure message (runtime/failures.py)
+        return {**_cursor_offset(end), "files": len(taken), "first": taken[0].path}
 
     def _warn_late(self, files: list[ListedFile], after: tuple[int, str]) -> None:
         paths = {f.path for f in files}

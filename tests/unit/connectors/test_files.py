@@ -104,3 +104,30 @@ def test_compressed_files_are_read_as_sparks_text_source_reads_them(tmp_path):
     (tmp_path / "a.json.zst").write_bytes(b"\x28\xb5\x2f\xfd")
     with pytest.raises(ValueError, match=r"a.json.zst: FileSource reads files compressed as .gz, .bz2 or .deflate"):
         list(blocks_of(str(tmp_path / "a.json.zst")))
+
+
+def test_a_directory_is_listed_by_modification_time_then_path(tmp_path):
+    import os
+
+    from sparkstate.connectors.files import BEFORE_ALL, files_between, list_files, spread
+
+    names = ["b.csv", "a.csv", "c.csv", "sub/a.csv", "_SUCCESS", ".a.csv.crc", "d.csv._COPYING_", "_k=1/x.csv"]
+    for i, name in enumerate(names):
+        path = tmp_path / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("x\n" * (i + 1))
+        # a, b and sub/a tie to the millisecond (not to the nanosecond); c is older
+        t = 1_700_000_000_000_000_000 + (0 if name != "c.csv" else -10**9) + i
+        os.utime(path, ns=(t, t))
+    files = list_files(str(tmp_path))
+    assert [os.path.relpath(f.path, tmp_path) for f in files] == ["c.csv", "_k=1/x.csv", "a.csv", "b.csv", "sub/a.csv"]
+    assert files[0].mtime_ms == 1_700_000_000_000 - 1000 and files[2].mtime_ms == 1_700_000_000_000
+    # a batch: the files after one position and up to another, at most a limit of them
+    assert files_between(files, BEFORE_ALL, limit=2) == files[:2]
+    assert files_between(files, files[1].key) == files[2:]
+    assert files_between(files, files[1].key, files[3].key) == files[2:4]
+    assert files_between(files, files[-1].key) == []
+    # over tasks by size, each task's in order, none empty
+    groups = spread(files, 2)
+    assert len(groups) == 2 and sorted(f for g in groups for f in g) == files and all(g == sorted(g) for g in groups)
+    assert spread(files[:1], 4) == [files[:1]] and spread([], 4) == []

@@ -67,7 +67,7 @@ def test_explain_says_whether_savepoints_are_taken_on_the_path():
 @pytest.mark.parametrize("source, promise", [
     (UpiPayments(events=10), "resumes at the savepoint's offset"),
     (ListSource([[{"k": "a"}]], "k string"), "resumes at the savepoint's offset"),
-    (FileSource("/tmp", "k string", "csv"), "skips the files the savepoint's batch had read"),
+    (FileSource("/tmp", "k string", "csv"), "resumes after the last file the savepoint's batch read"),
     (SocketSource("localhost", 9, "k string"), "cannot be repositioned"),
     (DataFrameSource(lambda spark: None), "keeps the DataFrame's own position"),
 ])
@@ -191,6 +191,9 @@ def test_a_savepoint_of_a_restored_file_source_job_names_the_files_read_before_t
     log = tmp_path / "sources" / "0"
     log.mkdir(parents=True)
     (log / "0").write_text("v1\n" + json.dumps({"path": "file:///in/0.json", "timestamp": 1, "batchId": 0}))
+    # Spark's file source (a directory Spark lists) logs its position as an index into that log
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "offsets" / "0").write_text('v1\n{"batchWatermarkMs":0}\n{"logOffset":0}')
     meta = {"restored_from": {"savepoint": "/sp", "source_files": ["file:///in/0.json", "file:///in/1.json"]}}
     files = _files_read(CheckpointDir.open(str(tmp_path)), meta, 0)
     assert files == ["file:///in/0.json", "file:///in/1.json"]
@@ -202,3 +205,46 @@ def test_a_savepoint_of_a_restored_file_source_job_names_the_files_read_before_t
 
     saved = Savepoint(LocalDirectory(tmp_path / "sp"), {"id": "sp", "batch": 3, "source_files": ["file:///in/0.json"]})
     assert Restore(saved, RestorePlan(()), ()).identity()["source_files"] == ["file:///in/0.json"]
+
+
+def test_a_savepoint_of_spark_file_source_names_the_files_of_a_batch_its_log_compacted(tmp_path):
+    """Spark compacts its file source log at batches 9, 19...: ``19.compact`` holds batches 0
+    to 19, and no plain ``19`` is written; every batch's files are still named."""
+    import json
+
+    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+
+    log = tmp_path / "sources" / "0"
+    log.mkdir(parents=True)
+
+    def entry(b: int) -> str:
+        return json.dumps({"path": f"file:///in/part-{b}.csv", "timestamp": 1, "batchId": b})
+
+    for b in [*range(9), *range(10, 19), *range(20, 23)]:
+        (log / str(b)).write_text("v1\n" + entry(b))
+    (log / "9.compact").write_text("v1\n" + "\n".join(entry(b) for b in range(10)))
+    (log / "19.compact").write_text("v1\n" + "\n".join(entry(b) for b in range(20)))
+    checkpoint = CheckpointDir.open(str(tmp_path))
+    for upto in (9, 14, 19, 22):
+        assert checkpoint.source_files(0, -1, upto) == [f"file:///in/part-{b}.csv" for b in range(upto + 1)]
+    assert checkpoint.source_files(0, 12, 19) == [f"file:///in/part-{b}.csv" for b in range(13, 20)]
+    # Spark deletes plain files a compact file holds: the compact file still names them
+    for b in range(9):
+        (log / str(b)).unlink()
+    assert checkpoint.source_files(0, 2, 5) == [f"file:///in/part-{b}.csv" for b in range(3, 6)]
+
+
+def test_a_savepoint_of_sparkstates_file_source_records_its_position_not_its_files(tmp_path):
+    """A local FileSource's offset is the last file read, by (modification time, path): the
+    savepoint's ``source_offset`` holds it, and ``source_files`` only what an older savepoint
+    restored into the checkpoint named (those files are still skipped)."""
+    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+    from sparkstate.runtime.savepoints import _files_read
+
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "offsets" / "3").write_text('v1\n{"batchWatermarkMs":0}\n{"mtime":1700000000000,"path":"/in/b.csv"}')
+    checkpoint = CheckpointDir.open(str(tmp_path))
+    assert checkpoint.batch_source_offsets(3) == [{"mtime": 1_700_000_000_000, "path": "/in/b.csv"}]
+    assert _files_read(checkpoint, {}, 3) is None
+    older = {"restored_from": {"savepoint": "/sp", "source_files": ["file:///in/0.json"]}}
+    assert _files_read(checkpoint, older, 3) == ["file:///in/0.json"]
