@@ -230,16 +230,16 @@ def file_records_metric(source: FileSource) -> str:
     return f"sparkstate_records {source.path}"
 
 
-#: the columns of Spark's binary-file source a FileSource reads: each file's name, its
-#: modification time (the files' order in a batch) and, for a file Python cannot open, its bytes
+#: the columns of Spark's binary-file source a FileSource of a directory Python cannot list
+#: reads: each file's name, its modification time (the files' order in a batch) and its bytes
 FILE_ROWS_SCHEMA = "path string, modificationTime timestamp, length bigint, content binary"
 
 
 def file_texts(
     batches: Iterable[pa.RecordBatch], block_bytes: int = BLOCK_BYTES,
 ) -> Iterator[tuple[pa.Array, int | None, bytes | None]]:
-    """The lines of the files a FileSource's batch lists (rows of :data:`FILE_ROWS_SCHEMA`,
-    maybe without ``content``, and :data:`NOW_COLUMN`), read block by block
+    """The lines of the files a FileSource's batch lists (rows of :data:`FILES_SCHEMA`, or of
+    :data:`FILE_ROWS_SCHEMA` with ``content``, and :data:`NOW_COLUMN`), read block by block
     (``sparkstate.connectors.files``): ``(lines, now, order)`` pieces for :meth:`Packer.pack_text`,
     each block ordered by its file's modification time, path and offset."""
     for batch in batches:
@@ -658,8 +658,8 @@ class FilesStreamReader(DataSourceStreamReader):
             raise SourceError(
                 f"FileSource {self.directory}: the checkpoint's offset {json.dumps(offset)[:200]} is not a "
                 "position of sparkstate's file source: the checkpoint was written by an older sparkstate, whose "
-                "file source Spark listed. Take a savepoint of it (`sparkstate savepoint --checkpoint DIR`) and "
-                "restore it into a new checkpoint (--from-savepoint): the restore skips the files it had read"
+                "file source Spark listed. Take a savepoint of it (`sparkstate savepoint JOB --checkpoint DIR`) "
+                "and restore that into a new checkpoint (--from-savepoint): the restore skips the files it had read"
             )
         return key
 
@@ -696,7 +696,8 @@ class FilesStreamReader(DataSourceStreamReader):
         files = self._planned.get(upto)
         if files is None:
             files = files_between(list_files(self.directory), after, upto)
-        return [FilesPartition(tuple((f.path, f.mtime_ms) for f in group)) for group in spread(files, self.tasks)]
+        groups = spread(files, self.tasks) or [[]]  # (a replayed batch whose files were removed reads none)
+        return [FilesPartition(tuple((f.path, f.mtime_ms) for f in group)) for group in groups]
 
     # Spark passes back what partitions() returned; pyspark types it as the base class
     def read(self, partition: FilesPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
