@@ -19,7 +19,7 @@ SST files, or the hashmap's current version) comes from the progress report.
 The figures of every checkpoint that Spark retains are kept in
 ``<checkpoint>/sparkstate/checkpoints.jsonl`` (one JSON object per line, by batch id; a
 replayed batch replaces its line), so ``sparkstate checkpoints`` can show them later. The log
-holds the last :data:`MAX_RECORDS` of them at most (about 400 bytes each), however many
+holds the last :data:`MAX_RECORDS` of them at most (about 500 bytes each), however many
 batches Spark is told to retain and however long the job runs; an older retained batch shows
 without its recorded durations, as one committed before sparkstate recorded them.
 """
@@ -38,7 +38,7 @@ from sparkstate.runtime.storage import Entry
 
 _INCREMENTAL = (".changelog", ".delta")
 _SNAPSHOT = (".zip", ".snapshot")
-#: the records ``checkpoints.jsonl`` keeps at most (the newest batches): about 400 KB; more than
+#: the records ``checkpoints.jsonl`` keeps at most (the newest batches): about 500 KB; more than
 #: Spark retains by default (100), so with that default every retained batch has its record
 MAX_RECORDS = 1000
 #: ``N.changelog``, or ``N_<id>.changelog`` with Spark's checkpoint format version 2
@@ -346,7 +346,7 @@ class CheckpointRecorder:
 
     The log keeps the batches Spark retains (those in its commit log), the last
     :data:`MAX_RECORDS` of them at most, so it stays as small as ``retained`` (and never
-    larger than about 400 KB); a batch replayed after a failure replaces its entry.
+    larger than about 500 KB); a batch replayed after a failure replaces its entry.
     """
 
     def __init__(self, checkpoint: CheckpointDir) -> None:

@@ -169,7 +169,7 @@ def test_the_log_stays_bounded_however_many_batches_it_saw(tmp_path):
     recorder = CheckpointRecorder(checkpoint)
     for b in range(100_000, 100_020):
         recorder.record({**REPORTS["rocksdb"], "batchId": b})
-    assert log.stat().st_size < 1 << 20  # MAX_RECORDS records of about 400 bytes
+    assert log.stat().st_size < 1 << 20  # MAX_RECORDS records of about 500 bytes at most
     kept = CheckpointLog(checkpoint).load()
     assert len(kept) == len(recorder.entries) == checkpoint_stats.MAX_RECORDS
     assert sorted(kept) == list(range(100_020 - checkpoint_stats.MAX_RECORDS, 100_020))  # the newest
