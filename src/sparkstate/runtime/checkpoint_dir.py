@@ -13,8 +13,8 @@ to everything that reads or writes there; no other module spells a path under it
 * ``sparkstate/``: sparkstate's own files: ``checkpoints.jsonl`` (each retained checkpoint's
   figures), ``last-run.json`` (how the last run ended, ``run_record.py``), ``broadcast/`` (a
   broadcast job's broadcast state, ``engine/broadcast.py``), ``reads/`` (the files a savepoint
-  is reading, held while it reads: :meth:`CheckpointDir.pinned`) and, for a moment, a write probe
-  and a savepoint request and its answer (``savepoint_requests.py``);
+  is reading, held while it reads: :meth:`CheckpointDir.pinned`), the last savepoint request
+  and answer (``savepoint_requests.py``) and, for a moment, a write probe;
 * ``side-outputs/<name>/``: side outputs without a sink of their own (Parquet);
 * ``sparkstate-sources/``: a list source's events for Spark's Python workers (local
   directories only; every run writes them again);
@@ -60,10 +60,10 @@ _NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS}
 #: a job's claim on a Parquet output folder it writes (``fresh.py``; a leading ``_``: Spark and
 #: Arrow readers skip it)
 CLAIM_FILE = "_sparkstate.json"
-#: the random part of the name of Spark's temporary files (``.metadata.<uuid>.tmp``)
-#: a held read (``sparkstate/reads/<host>-<pid>-<id>``) older than this is a leftover of a
-#: process that was killed (or of another host) and is deleted by the next savepoint
+#: a held read of another host (``sparkstate/reads/<host>-<pid>-<id>``) older than this is taken
+#: for a leftover of a process that was killed, and deleted by the next savepoint
 STALE_READ_SECONDS = 24 * 3600
+#: the random part of the name of Spark's temporary files (``.metadata.<uuid>.tmp``)
 _UUID_TAIL = re.compile(r"\.[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
@@ -447,7 +447,8 @@ def _link(source: Path, target: Path) -> None:
 
 
 def _delete_stale_reads(reads: Path) -> None:
-    """Delete held reads whose process is gone (this host), or older than :data:`STALE_READ_SECONDS`."""
+    """Delete held reads whose process is gone (this host's), or another host's older than
+    :data:`STALE_READ_SECONDS` (whose process cannot be asked)."""
     try:
         entries = list(os.scandir(reads))
     except OSError:
@@ -460,7 +461,7 @@ def _delete_stale_reads(reads: Path) -> None:
             old = time.time() - entry.stat().st_mtime > STALE_READ_SECONDS
         except OSError:
             continue
-        if old or (owner == host and pid and int(pid) != os.getpid() and not process_alive(int(pid))):
+        if (owner == host and pid and int(pid) != os.getpid() and not process_alive(int(pid))) or (owner != host and old):
             shutil.rmtree(entry.path, ignore_errors=True)
 
 

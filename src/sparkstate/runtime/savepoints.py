@@ -252,7 +252,7 @@ def take_savepoint(
     checkpoint, job_meta, batch = committed_batch(checkpoint_dir, batch, spark)
     spark = spark or get_spark()
     started = time.monotonic()
-    # a running query deletes the batches it no longer retains: the read holds batch's files
+    # a running query deletes the batches it no longer retains: the read holds the batch's files
     with checkpoint.pinned() as source:
         if not source.storage.exists(source.COMMITS, str(batch)):
             raise SavepointError(
