@@ -18,6 +18,10 @@ Invariants:
 * files are not deleted while the job runs (an older checkpoint version may still refer to
   them); they are small (one per distinct broadcast state the job went through).
 
+Over a long run the files are the one thing here that grows: one per change of the broadcast
+state (a rules update), each the size of that state. A process keeps the contents of the last
+:data:`CACHED_CONTENTS` it used only, so its memory does not grow with them.
+
 ``load`` returns a fresh copy each time: the function may change it in
 ``process_broadcast_element``, and a rejected element's writes are undone on that copy only
 (its keyed writes, through ``apply_to_keyed_state``, are undone by the operator).
@@ -38,6 +42,9 @@ from sparkstate.engine.keygroups import dumps_state
 #: a reference: this many hex digits of the content's SHA-256 (128 bits; collisions are not a concern)
 REF_LENGTH = 32
 SUFFIX = ".pkl"
+#: the broadcast states a process keeps in memory (the most recent ones); older ones are read
+#: again from their file when asked for
+CACHED_CONTENTS = 8
 
 BroadcastStates = dict[str, dict[Any, Any]]
 
@@ -79,7 +86,7 @@ class BroadcastStore:
                     f"{self.directory}; the checkpoint directory was copied or cleaned in part. Restore the "
                     "whole directory from a backup, or start from a new checkpoint directory"
                 ) from None
-            self._cache[ref] = content
+            self._remember(ref, content)
         states: BroadcastStates = pickle.loads(content)
         return states
 
@@ -107,9 +114,19 @@ class BroadcastStore:
                 except OSError:
                     pass
                 raise
-        self._cache[ref] = content
+        self._remember(ref, content)
         self._seen.add((self.directory, ref))
         return ref
+
+    def _remember(self, ref: str, content: bytes) -> None:
+        """Cache ``content``, dropping the least recently stored beyond :data:`CACHED_CONTENTS`
+        (and forgetting which files were seen, a check that costs one ``stat`` to redo)."""
+        self._cache.pop(ref, None)
+        self._cache[ref] = content
+        while len(self._cache) > CACHED_CONTENTS:
+            del self._cache[next(iter(self._cache))]
+        if len(self._seen) > 4 * CACHED_CONTENTS:
+            self._seen.clear()
 
     def _written(self, ref: str) -> bool:
         return (self.directory, ref) in self._seen

@@ -1,6 +1,7 @@
 """``sparkstate report``: the charts of a run that had no dashboard open, from what its
 checkpoint directory records (``<checkpoint>/sparkstate/checkpoints.jsonl``, one record per
-retained batch: see ``runtime/checkpoint_stats.py``).
+retained batch, the newest ``checkpoint_stats.MAX_RECORDS`` at most: see
+``runtime/checkpoint_stats.py``).
 
 It writes one self-contained HTML page (the dashboard's page with the data inlined:
 ``dashboard.report_page``) and a PNG of each of its charts (``charts.CHARTS``, drawn by

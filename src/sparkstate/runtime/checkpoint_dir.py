@@ -12,7 +12,9 @@ to everything that reads or writes there; no other module spells a path under it
   the run using the checkpoint (``run_lock.py``);
 * ``sparkstate/``: sparkstate's own files: ``checkpoints.jsonl`` (each retained checkpoint's
   figures), ``last-run.json`` (how the last run ended, ``run_record.py``), ``broadcast/`` (a
-  broadcast job's broadcast state, ``engine/broadcast.py``) and, for a moment, a write probe;
+  broadcast job's broadcast state, ``engine/broadcast.py``), ``reads/`` (the files a savepoint
+  is reading, held while it reads: :meth:`CheckpointDir.pinned`), the last savepoint request
+  and answer (``savepoint_requests.py``) and, for a moment, a write probe;
 * ``side-outputs/<name>/``: side outputs without a sink of their own (Parquet);
 * ``sparkstate-sources/``: a list source's events for Spark's Python workers (local
   directories only; every run writes them again);
@@ -37,11 +39,18 @@ import errno
 import json
 import os
 import re
+import shutil
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from sparkstate.errors import CheckpointMismatchError, CheckpointStorageError
-from sparkstate.runtime.run_lock import LOCK_FILES, RunLock, lock_checkpoint
-from sparkstate.runtime.storage import Entry, Storage, is_local, normalize, open_storage
+from sparkstate.runtime.run_lock import LOCK_FILES, RunLock, lock_checkpoint, process_alive
+from sparkstate.runtime.storage import Entry, LocalStorage, Storage, is_local, normalize, open_storage
 
 #: bytes written to test that a checkpoint directory takes writes: more than a small batch's
 #: checkpoint, so that a nearly full disk shows before Spark fails on it
@@ -51,6 +60,9 @@ _NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS}
 #: a job's claim on a Parquet output folder it writes (``fresh.py``; a leading ``_``: Spark and
 #: Arrow readers skip it)
 CLAIM_FILE = "_sparkstate.json"
+#: a held read of another host (``sparkstate/reads/<host>-<pid>-<id>``) older than this is taken
+#: for a leftover of a process that was killed, and deleted by the next savepoint
+STALE_READ_SECONDS = 24 * 3600
 #: the random part of the name of Spark's temporary files (``.metadata.<uuid>.tmp``)
 _UUID_TAIL = re.compile(r"\.[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
@@ -96,6 +108,8 @@ class CheckpointDir:
     LIST_SOURCES = "sparkstate-sources"
     #: under OWN_DIR: a broadcast job's broadcast state, one file per content
     BROADCAST = "broadcast"
+    #: under OWN_DIR: the files savepoints are reading, one folder per read (:meth:`pinned`)
+    READS = "reads"
     #: the default Parquet output of a job run with ``--checkpoint DIR`` (``cli.py``)
     DEFAULT_OUTPUT = "output"
     #: Spark's own
@@ -328,6 +342,36 @@ class CheckpointDir:
         """A file under ``state/`` (parts relative to it)."""
         return self.storage.read_bytes(self.STATE, *parts)
 
+    # ------------------------------------------------------------------ held reads
+
+    #: what Spark's state reader reads of a checkpoint, and what a savepoint reads besides
+    _PINNED = (SPARK_METADATA, OFFSETS, COMMITS, SOURCES, STATE)
+
+    @contextmanager
+    def pinned(self) -> Iterator[CheckpointDir]:
+        """The checkpoint's files as they are now, held until the block ends: a checkpoint
+        directory of hard links (``sparkstate/reads/<host>-<pid>-<id>/``) to Spark's metadata,
+        offset and commit logs, source logs and state files, deleted afterwards.
+
+        A running query goes on committing batches, and Spark deletes the logs and state
+        files of batches it no longer retains (``minBatchesToRetain``); a long read of one
+        batch's state (a savepoint) would lose them midway. Spark never changes a file it
+        wrote (it writes a new one and renames it), so a link holds exactly the file Spark
+        wrote, and costs no copy. A file system without hard links gets copies. A checkpoint
+        that is not local is read in place (no links across a Hadoop file system)."""
+        if not is_local(self.root):
+            yield self
+            return
+        reads = Path(self.storage.path(self.OWN_DIR, self.READS))
+        _delete_stale_reads(reads)
+        folder = reads / f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            for name in self._PINNED:
+                _link_tree(Path(self.root, name), folder / name)
+            yield CheckpointDir(LocalStorage(str(folder)))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
     # ------------------------------------------------------------------ sparkstate/checkpoints.jsonl
 
     def read_stats_log(self) -> str:
@@ -381,6 +425,52 @@ class CheckpointDir:
         if exc is None or exc.errno not in _NO_SPACE | _NOT_WRITABLE:
             return None
         return self.failed_write(exc)
+
+
+def _link_tree(source: Path, target: Path) -> None:
+    """Hard-link every file under ``source`` (a file or a folder) to the same place under
+    ``target``; copy where the file system takes no links. A file deleted meanwhile is skipped
+    (Spark's cleanup of a batch it no longer retains)."""
+    if source.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _link(source, target)
+        return
+    for folder, _, files in os.walk(source):
+        here = target / os.path.relpath(folder, source)
+        here.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            _link(Path(folder, name), here / name)
+
+
+def _link(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except FileNotFoundError:
+        pass
+    except OSError:  # no hard links here (EXDEV, EPERM): a copy holds the file as well
+        try:
+            shutil.copy2(source, target)
+        except FileNotFoundError:
+            pass
+
+
+def _delete_stale_reads(reads: Path) -> None:
+    """Delete held reads whose process is gone (this host's), or another host's older than
+    :data:`STALE_READ_SECONDS` (whose process cannot be asked)."""
+    try:
+        entries = list(os.scandir(reads))
+    except OSError:
+        return
+    host = socket.gethostname()
+    for entry in entries:
+        owner, _, rest = entry.name.rpartition("-")[0].rpartition("-")
+        pid = rest if rest.isdigit() else ""
+        try:
+            old = time.time() - entry.stat().st_mtime > STALE_READ_SECONDS
+        except OSError:
+            continue
+        if (owner == host and pid and int(pid) != os.getpid() and not process_alive(int(pid))) or (owner != host and old):
+            shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def _storage_error(root: str, exc: OSError, last_batch: int | None) -> CheckpointStorageError:

@@ -18,7 +18,10 @@ SST files, or the hashmap's current version) comes from the progress report.
 
 The figures of every checkpoint that Spark retains are kept in
 ``<checkpoint>/sparkstate/checkpoints.jsonl`` (one JSON object per line, by batch id; a
-replayed batch replaces its line), so ``sparkstate checkpoints`` can show them later.
+replayed batch replaces its line), so ``sparkstate checkpoints`` can show them later. The log
+holds the last :data:`MAX_RECORDS` of them at most (about 500 bytes each), however many
+batches Spark is told to retain and however long the job runs; an older retained batch shows
+without its recorded durations, as one committed before sparkstate recorded them.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ from sparkstate.runtime.storage import Entry
 
 _INCREMENTAL = (".changelog", ".delta")
 _SNAPSHOT = (".zip", ".snapshot")
+#: the records ``checkpoints.jsonl`` keeps at most (the newest batches): about 500 KB; more than
+#: Spark retains by default (100), so with that default every retained batch has its record
+MAX_RECORDS = 1000
 #: ``N.changelog``, or ``N_<id>.changelog`` with Spark's checkpoint format version 2
 _VERSION_FILE = re.compile(r"^(\d+)(?:_[\w-]+)?(\.changelog|\.delta|\.zip|\.snapshot)$")
 
@@ -190,12 +196,18 @@ class StateFiles:
     """The state stores' files of a checkpoint directory, measured per version.
 
     Locations are relative to the checkpoint's ``state/``. A snapshot zip's SST list is read
-    once (snapshots do not change once written).
+    once (snapshots do not change once written), and forgotten once Spark deleted the zip, so
+    that a recorder measuring every batch of a months-long run keeps only the retained ones.
     """
 
     def __init__(self, checkpoint: CheckpointDir) -> None:
         self.checkpoint = checkpoint
-        self._ssts: dict[str, dict[str, int]] = {}
+        #: per store directory: snapshot zip name -> its SST files (name -> bytes)
+        self._ssts: dict[tuple[str, ...], dict[str, dict[str, int]]] = {}
+
+    def cached_snapshots(self) -> int:
+        """The snapshot zips whose SST lists are held in memory."""
+        return sum(len(held) for held in self._ssts.values())
 
     def _store_dirs(self) -> list[tuple[str, ...]]:
         """``<op>/<partition>`` and the named stores inside it (a join's four stores)."""
@@ -229,16 +241,16 @@ class StateFiles:
 
     def _sst_files(self, where: tuple[str, ...], zip_name: str) -> dict[str, int]:
         """The SST files (name -> bytes) of a RocksDB snapshot, from its zip's ``metadata``."""
-        key = "/".join((*where, zip_name))
-        if key not in self._ssts:
+        held = self._ssts.setdefault(where, {})
+        if zip_name not in held:
             try:
                 with zipfile.ZipFile(io.BytesIO(self.checkpoint.read_state(*where, zip_name))) as z:
                     lines = z.read("metadata").decode().splitlines()
                 meta = json.loads(lines[1]) if len(lines) > 1 else {}
-                self._ssts[key] = {f["dfsSstFileName"]: int(f["sizeBytes"]) for f in meta.get("sstFiles", [])}
+                held[zip_name] = {f["dfsSstFileName"]: int(f["sizeBytes"]) for f in meta.get("sstFiles", [])}
             except (OSError, KeyError, ValueError, zipfile.BadZipFile):  # cleaned up meanwhile, or not ours to read
                 return {}
-        return self._ssts[key]
+        return held[zip_name]
 
     def _snapshot_bytes(self, where: tuple[str, ...], versions: dict[int, _Version], v: int) -> tuple[int, int]:
         """``(written, total)`` bytes of version ``v``'s snapshot: a RocksDB zip's SST files are
@@ -258,6 +270,9 @@ class StateFiles:
         kinds: dict[int, set[str]] = {v: set() for v in versions}
         for where in self._store_dirs():
             files = self._versions(self.checkpoint.list_state(*where))
+            if where in self._ssts:  # forget the snapshots Spark deleted
+                present = {f.snapshot for f in files.values()}
+                self._ssts[where] = {z: s for z, s in self._ssts[where].items() if z in present}
             for v in versions:
                 here = files.get(v)
                 if here is None:  # not written yet, or cleaned up
@@ -329,8 +344,9 @@ class CheckpointLog:
 class CheckpointRecorder:
     """Records each committed micro-batch's checkpoint figures as the driver sees its progress.
 
-    The log keeps the batches Spark retains (those in its commit log), so it stays as small
-    as ``retained``; a batch replayed after a failure replaces its entry.
+    The log keeps the batches Spark retains (those in its commit log), the last
+    :data:`MAX_RECORDS` of them at most, so it stays as small as ``retained`` (and never
+    larger than about 500 KB); a batch replayed after a failure replaces its entry.
     """
 
     def __init__(self, checkpoint: CheckpointDir) -> None:
@@ -356,6 +372,8 @@ class CheckpointRecorder:
         oldest = self.checkpoint.committed_batches()[:1]
         if oldest:
             self.entries = {b: s for b, s in self.entries.items() if b >= oldest[0]}
+        if len(self.entries) > MAX_RECORDS:  # Spark retains more (or its commit log could not be listed)
+            self.entries = {b: self.entries[b] for b in sorted(self.entries)[-MAX_RECORDS:]}
         self.log.save(self.entries)
         return stats
 

@@ -6,7 +6,9 @@ a run nobody watched had no status at all. The run loop records them instead, in
 ``<checkpoint>/sparkstate/last-run.json``, when its query ends: the status, when the run
 started and ended, the type of the error that failed it (not its message, which may quote
 anything the job read), and the batches that failed, counted over every run of the
-checkpoint (a failed batch ends its run; the next run replays it).
+checkpoint (a failed batch ends its run; the next run replays it). The record is one small
+file, rewritten whole at each run's end: it holds a count, not a list, so it does not grow
+with the runs.
 """
 
 from __future__ import annotations

@@ -252,8 +252,23 @@ def take_savepoint(
     checkpoint, job_meta, batch = committed_batch(checkpoint_dir, batch, spark)
     spark = spark or get_spark()
     started = time.monotonic()
+    # a running query deletes the batches it no longer retains: the read holds the batch's files
+    with checkpoint.pinned() as source:
+        if not source.storage.exists(source.COMMITS, str(batch)):
+            raise SavepointError(
+                f"batch {batch} of checkpoint {checkpoint.root} was deleted by the running job before its savepoint "
+                "could hold it (Spark keeps the last `retained` batches); take the savepoint of a later batch (the "
+                "default: the last one), or retain more batches (with_checkpointing(retained=...))")
+        return _write_savepoint(checkpoint, source, job_meta, batch, started, target, spark, savepoint_dir, extra)
+
+
+def _write_savepoint(checkpoint: CheckpointDir, source: CheckpointDir, job_meta: dict, batch: int, started: float,
+                     target: str | None, spark: Any, savepoint_dir: str | None, extra: dict[str, Any] | None
+                     ) -> dict[str, Any]:
+    """:func:`take_savepoint` of ``checkpoint``'s batch ``batch``, its state and logs read from
+    ``source`` (the checkpoint's files, held: :meth:`CheckpointDir.pinned`)."""
     backend = job_meta.get("state_backend", "rocksdb")
-    offsets = checkpoint.batch_source_offsets(batch) or []
+    offsets = source.batch_source_offsets(batch) or []
     name = savepoint_name(job_meta["job"], batch)
     if target is None:
         base = savepoint_dir or join(str(Path(checkpoint.root).parent) if is_local(checkpoint.root)
@@ -275,8 +290,8 @@ def take_savepoint(
         "source_offset": offsets[0] if offsets else None,
         "source_files": _files_read(checkpoint, job_meta, batch) if _is_file_source(job_meta) else None,
         "batch": batch,
-        "watermark_ms": committed_watermark(checkpoint, batch),
-        "processing_time_ms": batch_timestamp(checkpoint, batch),
+        "watermark_ms": committed_watermark(source, batch),
+        "processing_time_ms": batch_timestamp(source, batch),
         "checkpoint": checkpoint.root,
         "state_backend": job_meta.get("state_backend"),
         "partitions": (job_meta.get("settings") or {}).get("parallelism"),
@@ -288,16 +303,16 @@ def take_savepoint(
     }
     connected = job_meta.get("connected")
     if connected:
-        meta["connected"] = connected_position(checkpoint, connected, offsets, batch)
+        meta["connected"] = connected_position(source, connected, offsets, batch)
     writer = SavepointWriter(directory_of(target, spark), meta, states)
     try:
         if connected and connected.get("kind") == "broadcast":
-            content = broadcast_content(spark, checkpoint, backend, batch)
+            content = broadcast_content(spark, source, backend, batch, checkpoint)
             if content is not None:  # the checkpoint's own file (the job's trust: docs/savepoints.md)
                 writer.add_broadcast(pickle.loads(content), connected.get("broadcast") or {})
-        with_meta = rocksdb_meta_groups(spark, checkpoint, batch) if backend == "rocksdb" else None
+        with_meta = rocksdb_meta_groups(spark, source, batch) if backend == "rocksdb" else None
         expire = snapshot_cleanup(job_meta, meta["processing_time_ms"], meta["watermark_ms"])
-        files = group_files(spark, checkpoint, backend, batch, states, expire).collect()
+        files = group_files(spark, source, backend, batch, states, expire).collect()
         read_s = time.monotonic() - started  # the state read and the files built (on the executors)
         for kg, data, keys in files:
             writer.add_file(kg, data, keys)
@@ -337,12 +352,15 @@ def broadcast_refs(spark: Any, checkpoint: CheckpointDir, backend: str, batch: i
     return {ref for ref in (GroupMeta.loads(b).broadcast for b in blobs if b) if ref is not None}
 
 
-def broadcast_content(spark: Any, checkpoint: CheckpointDir, backend: str, batch: int) -> bytes | None:
+def broadcast_content(spark: Any, checkpoint: CheckpointDir, backend: str, batch: int,
+                      origin: CheckpointDir | None = None) -> bytes | None:
     """The broadcast state of a broadcast job at ``batch`` (the content every key group refers
-    to; None: no broadcast element had arrived)."""
+    to; None: no broadcast element had arrived). ``origin``: the checkpoint whose broadcast
+    files to read, when ``checkpoint`` holds only its Spark files (:meth:`CheckpointDir.pinned`)."""
     from sparkstate.engine.broadcast import BroadcastStore
 
     refs = broadcast_refs(spark, checkpoint, backend, batch)
+    checkpoint = origin or checkpoint
     if not refs:
         return None
     assert checkpoint.broadcast_dir is not None, "a broadcast job runs on a local checkpoint only"

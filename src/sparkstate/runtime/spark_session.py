@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,8 +59,11 @@ def state_store_class(backend: str) -> str:
 
 
 #: a Spark log larger than this when Spark starts is moved aside (to ``<name>.1``, replacing
-#: the one before), so that a job run again and again keeps at most about twice this
+#: the one before), so that a job run again and again keeps at most about twice this; a run
+#: that goes on for months has it copied aside and emptied as it passes this (:func:`trim_log`)
 LOG_ROTATE_BYTES = 16 << 20
+#: how often a running JVM's log is checked against :data:`LOG_ROTATE_BYTES`
+LOG_CHECK_SECONDS = 60.0
 
 
 def rotate_log(log_path: Path) -> None:
@@ -67,6 +73,31 @@ def rotate_log(log_path: Path) -> None:
             os.replace(log_path, log_path.with_name(log_path.name + ".1"))
     except OSError:
         pass  # no log yet, or one we cannot move: appending still works
+
+
+def trim_log(log_path: Path) -> None:
+    """Copy ``log_path`` to ``<log_path>.1`` and empty it when it holds more than
+    :data:`LOG_ROTATE_BYTES`, while the JVM keeps writing to it: the JVM holds the file open
+    (its stdout and stderr), so it cannot be renamed away, but it was opened for appending,
+    so the JVM's next line goes to the start of the emptied file. Lines written between the
+    copy and the emptying are lost (a few at most)."""
+    try:
+        if log_path.stat().st_size <= LOG_ROTATE_BYTES:
+            return
+        shutil.copyfile(log_path, log_path.with_name(log_path.name + ".1"))
+        os.truncate(log_path, 0)
+    except OSError:
+        pass  # gone, or not ours to change: appending still works
+
+
+def _watch_log(log_path: Path) -> None:
+    """Keep the log of this process's JVM bounded for as long as the process lives."""
+    def watch() -> None:
+        while True:
+            time.sleep(LOG_CHECK_SECONDS)
+            trim_log(log_path)
+
+    threading.Thread(target=watch, name=f"sparkstate log trim {log_path.name}", daemon=True).start()
 
 
 @contextlib.contextmanager
@@ -222,7 +253,9 @@ def _start(conf: dict[str, str], log_file: str | Path | None):
     if log_file is None:
         return builder.getOrCreate()
     with _redirect_fds(Path(log_file)):
-        return builder.getOrCreate()
+        spark = builder.getOrCreate()
+    _watch_log(Path(log_file))
+    return spark
 
 
 def quiet_loggers(spark) -> None:

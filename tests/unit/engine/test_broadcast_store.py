@@ -35,6 +35,15 @@ def test_load_gives_a_fresh_copy_and_none_is_empty(tmp_path):
     assert BroadcastStore(str(tmp_path)).load(ref) == {"rules": {"big": 10}}
 
 
+def test_a_process_keeps_only_the_recent_broadcast_states_in_memory(tmp_path):
+    store = BroadcastStore(str(tmp_path))
+    refs = [store.save({"rules": {"version": v}}) for v in range(1000)]  # a rules update after another
+    assert len(BroadcastStore._cache) <= 8 and len(BroadcastStore._seen) <= 32
+    assert store.load(refs[0]) == {"rules": {"version": 0}}  # an old one is read again from its file
+    assert store.load(refs[-1]) == {"rules": {"version": 999}}
+    assert store.save({"rules": {"version": 0}}) == refs[0] and len(os.listdir(tmp_path)) == 1000
+
+
 def test_a_missing_content_file_says_what_to_do(tmp_path):
     with pytest.raises(CheckpointMismatchError, match="missing from .*Restore the whole directory"):
         BroadcastStore(str(tmp_path)).load("0" * 32)

@@ -152,3 +152,38 @@ def test_summary_of_a_run():
         "last_full_bytes": 400, "last_state_bytes": 95, "kinds": ["incremental", "incremental + snapshot"],
     }
     assert checkpoint_summary([])["mean_duration_ms"] is None
+
+
+# ------------------------------------------------------------------ bounded over a long run
+
+
+def test_the_log_stays_bounded_however_many_batches_it_saw(tmp_path):
+    from sparkstate.runtime import checkpoint_stats
+
+    checkpoint = CheckpointDir.open(tmp_path)
+    log = tmp_path / "sparkstate" / "checkpoints.jsonl"
+    # 100,000 batches recorded without a commit log to trim by (a long run that listed none)
+    recorded = "\n".join(CheckpointStats(b, "2026-01-01T00:00:00.000Z", duration_ms=1, delta_bytes=10, full_bytes=99,
+                                         kind="incremental").to_json() for b in range(100_000))
+    write(log, recorded.encode())
+    recorder = CheckpointRecorder(checkpoint)
+    for b in range(100_000, 100_020):
+        recorder.record({**REPORTS["rocksdb"], "batchId": b})
+    assert log.stat().st_size < 1 << 20  # MAX_RECORDS records of about 500 bytes at most
+    kept = CheckpointLog(checkpoint).load()
+    assert len(kept) == len(recorder.entries) == checkpoint_stats.MAX_RECORDS
+    assert sorted(kept) == list(range(100_020 - checkpoint_stats.MAX_RECORDS, 100_020))  # the newest
+    # what the report reads still has the newest batches' figures
+    commit(tmp_path, 100_018, 100_019)
+    rows = retained_checkpoints(checkpoint)
+    assert [(r.batch_id, r.duration_ms) for r in rows] == [(100_018, 337), (100_019, 337)]
+
+
+def test_state_files_forget_the_snapshots_spark_deleted(tmp_path):
+    part = tmp_path / "state" / "0" / "0"
+    files = StateFiles(CheckpointDir.open(tmp_path))
+    for v in range(1, 301):
+        write(part / f"{v}.zip", rocksdb_zip({f"{v}.sst": 10}))
+        (part / f"{v - 2}.zip").unlink(missing_ok=True)  # Spark keeps the last two
+        assert files.measure([v])[v][2] == "full"
+    assert files.cached_snapshots() <= 2

@@ -119,6 +119,25 @@ def test_a_grown_spark_log_is_moved_aside_when_spark_starts(tmp_path, monkeypatc
     assert log.read_bytes() == b"new run\nagain\n"
 
 
+def test_the_log_of_a_running_jvm_stays_bounded_while_it_is_written(tmp_path, monkeypatch):
+    from sparkstate.runtime import spark_session
+
+    log = tmp_path / "spark.log"
+    monkeypatch.setattr(spark_session, "LOG_ROTATE_BYTES", 4000)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)  # as the JVM holds it: open all along
+    try:
+        for i in range(1000):  # 1000 checks of a log that takes 1 KB between two of them: 1 MB written
+            os.write(fd, f"line {i:04d} ".encode() * 100)
+            spark_session.trim_log(log)
+            assert log.stat().st_size <= 4000 + 1000
+        os.write(fd, b"last\n")
+    finally:
+        os.close(fd)
+    assert log.read_bytes().endswith(b"last\n") and log.stat().st_size <= 5000
+    assert (tmp_path / "spark.log.1").read_bytes().startswith(b"line ")
+    assert [p.name for p in tmp_path.iterdir()] in (["spark.log", "spark.log.1"], ["spark.log.1", "spark.log"])
+
+
 def test_list_source_temp_dirs_go_with_their_process(tmp_path, monkeypatch):
     import subprocess
     import sys
