@@ -541,7 +541,8 @@ def _topic_config(broker: Any, topic: str) -> dict[str, str]:
     from confluent_kafka.admin import ConfigResource, ResourceType
 
     resource = ConfigResource(ResourceType.TOPIC, topic)
-    return {k: v.value for k, v in broker.admin().describe_configs([resource])[resource].result().items()}
+    admin = broker.admin()  # kept until the result is in: a dropped client cancels its requests
+    return {k: v.value for k, v in admin.describe_configs([resource])[resource].result().items()}
 
 
 def test_the_marker_topic_is_created_compacted_with_the_replicas_asked(kafka_broker):

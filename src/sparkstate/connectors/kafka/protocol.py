@@ -82,7 +82,7 @@ COMMIT_TIMEOUT_S = 120.0
 #: the largest record sent (librdkafka's default message.max.bytes); larger rows are dead letters
 DEFAULT_MAX_RECORD_BYTES = 1_000_000
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entered: a producer made under it asks for the broker's largest timeout
 #: this process's producer per transactional id (initialised once: initialising again would fence itself)
 _producers: dict[str, Any] = {}
 #: the last batch each part of each writer committed, as read at prepare time and advanced by
@@ -208,6 +208,18 @@ def _check_marker_topic(sink: KafkaSink, admin: Any) -> None:
             f"stop longer than that is written twice on restart. Make it compacted: kafka-configs.sh "
             f"--bootstrap-server {mask(sink.bootstrap_servers)} --alter --entity-type topics --entity-name "
             f"{sink.marker_topic} --add-config cleanup.policy=compact"
+        )
+    try:
+        meta = admin.list_topics(sink.marker_topic, timeout=METADATA_TIMEOUT_S)
+        replicas = min(len(p.replicas) for p in meta.topics[sink.marker_topic].partitions.values())
+    except Exception:  # noqa: BLE001 - gone meanwhile, or no answer: the next step says so
+        return
+    if replicas < min(3, len(meta.brokers)):
+        log.warning(
+            f"the marker topic {sink.marker_topic!r} {where} has {replicas} replica{'s' if replicas > 1 else ''} on a "
+            f"cluster of {len(meta.brokers)} brokers: its markers are lost with one broker's disk, and a batch "
+            "committed to Kafka but not to the checkpoint is then written twice on restart. Give it more with "
+            "kafka-reassign-partitions.sh"
         )
 
 
