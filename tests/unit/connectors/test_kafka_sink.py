@@ -497,17 +497,17 @@ def test_a_part_slower_than_the_users_transaction_timeout_is_named_so_and_its_re
 def test_the_transaction_timeout_is_15_minutes_within_the_brokers_largest_and_a_larger_one_is_refused(
     kafka_broker, monkeypatch
 ):
-    sink = new_sink(kafka_broker, 1)
-    # noida-db enforces transaction.max.timeout.ms (15 min) but does not describe it: the default stands
-    assert protocol.transaction_timeout_ms(sink) == 900_000 == protocol.DEFAULT_TRANSACTION_TIMEOUT_MS
-    protocol.prepare([sink], None, {sink.marker: 1})
-    assert protocol.write_part(protocol.with_transaction_timeout(sink), 0, 0, batches(1)) == []
+    # noida-db enforces transaction.max.timeout.ms (15 min) but does not describe it: refused by the producer
     too_long = new_sink(kafka_broker, 1, options={"transaction.timeout.ms": "3600000"})
     with pytest.raises(SinkError) as refused:
         protocol.prepare([too_long], None, {too_long.marker: 1})
     text = str(refused.value)
     assert "asks for transaction.timeout.ms=3600000, more than the broker" in text
     assert "transaction.max.timeout.ms" in text and "options={'transaction.timeout.ms': N}" in text
+    sink = new_sink(kafka_broker, 1)  # and the default stands
+    assert protocol.transaction_timeout_ms(sink) == 900_000 == protocol.DEFAULT_TRANSACTION_TIMEOUT_MS
+    protocol.prepare([sink], None, {sink.marker: 1})
+    assert protocol.write_part(protocol.with_transaction_timeout(sink), 0, 0, batches(1)) == []
     # a broker that says its largest (Apache Kafka does): the default is lowered to it, a larger
     # setting refused before any topic is made
     protocol.close_all()
