@@ -39,6 +39,11 @@ producer is dropped, and the next batch of its part fences it and reads the mark
 task's producer lives for the task; nothing a failed batch sent is visible to
 ``read_committed``.
 
+A part's transaction lasts at most the sink's ``transaction.timeout.ms`` (default 15 minutes)
+from its first record: past it the broker aborts it, and the sink aborts it before committing
+(a broker may not), with an error that names the timeout, never a zombie. The marker topic is
+compacted: each part's last marker stays however long a job is stopped.
+
 Before anything is sent, a row whose record the broker would refuse on every attempt (larger
 than the producer's ``message.max.bytes``) is taken out of the batch as a dead letter, so a
 batch never fails over and over on one row.
