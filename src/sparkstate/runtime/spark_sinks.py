@@ -268,6 +268,8 @@ def _write_kafka_parts(df: Any, sink: KafkaSink, batch_id: int, split: bool) -> 
     of rows the sink refused (tagged ``_REFUSED``), as an Arrow table."""
     from sparkstate.runtime.spark_processor import SIDE_COLUMN, SIDE_ROW_COLUMN
 
+    sink = kafka.with_transaction_timeout(sink)  # chosen on the driver: the tasks need not ask the broker
+
     def write(batches: Any) -> Any:
         import pyarrow as pa
         import pyarrow.compute as pc

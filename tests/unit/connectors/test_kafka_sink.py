@@ -467,3 +467,114 @@ def test_a_part_hands_back_the_rows_it_cannot_write_and_at_least_once_parts_writ
     assert protocol.write_part(loose, 0, 0, batches(1)) == []  # a replay writes again
     assert values(kafka_broker, loose.topic) == [1, 1]
     assert kafka_broker.read(loose.marker_topic) == []
+
+
+def test_a_part_slower_than_the_users_transaction_timeout_is_named_so_and_its_replay_writes_it_once(kafka_broker):
+    # the user's transaction.timeout.ms is the producer's (it was overridden with 60 s), and the
+    # broker's abort of a part that took longer is named for what it is, with the fix
+    sink = new_sink(kafka_broker, 1, options={"transaction.timeout.ms": 2000})
+    protocol.prepare([sink], None, {sink.marker: 1})
+
+    def slow_function() -> Any:  # the rows of a slow step: longer than the transaction may stay open
+        yield from batches(1, 2)
+        time.sleep(3)
+        yield from batches(3)
+
+    with pytest.raises(SinkError) as failed:
+        protocol.write_part(sink, 0, 0, slow_function())
+    text = str(failed.value)
+    assert "the transaction of batch 0 of writer" in text and "is aborted: it stayed open" in text
+    assert "transaction.timeout.ms=2000 (2 s" in text
+    assert "options={'transaction.timeout.ms': N}" in text and "transaction.max.timeout.ms" in text
+    assert "zombie" not in text and "fenced" not in text.split("(")[0]
+    assert values(kafka_broker, sink.topic) == [] and protocol.read_part_top(sink, 0) is None
+    # the replay, at the speed the timeout allows, writes the part once
+    assert protocol.write_part(sink, 0, 0, batches(1, 2, 3)) == []
+    assert values(kafka_broker, sink.topic) == [1, 2, 3]
+    assert protocol.read_part_tops(sink) == {0: 0}
+
+
+def test_the_transaction_timeout_is_15_minutes_within_the_brokers_largest_and_a_larger_one_is_refused(
+    kafka_broker, monkeypatch
+):
+    # noida-db enforces transaction.max.timeout.ms (15 min) but does not describe it: refused by the producer
+    too_long = new_sink(kafka_broker, 1, options={"transaction.timeout.ms": "3600000"})
+    with pytest.raises(SinkError) as refused:
+        protocol.prepare([too_long], None, {too_long.marker: 1})
+    text = str(refused.value)
+    assert "asks for transaction.timeout.ms=3600000, more than the broker" in text
+    assert "transaction.max.timeout.ms" in text and "options={'transaction.timeout.ms': N}" in text
+    sink = new_sink(kafka_broker, 1)  # and the default stands
+    assert protocol.transaction_timeout_ms(sink) == 900_000 == protocol.DEFAULT_TRANSACTION_TIMEOUT_MS
+    protocol.prepare([sink], None, {sink.marker: 1})
+    assert protocol.write_part(protocol.with_transaction_timeout(sink), 0, 0, batches(1)) == []
+    # a broker that says its largest (Apache Kafka does): the default is lowered to it, a larger
+    # setting refused before any topic is made
+    protocol.close_all()
+    monkeypatch.setattr(protocol, "_broker_config",
+                        lambda admin, sink, name: "300000" if name == "transaction.max.timeout.ms" else None)
+    assert protocol.transaction_timeout_ms(sink) == 300_000
+    assert protocol.with_transaction_timeout(sink).options["transaction.timeout.ms"] == 300_000
+    above = replace(too_long, options={"transaction.timeout.ms": 600_000}, marker_topic=f"m-{uuid.uuid4().hex[:8]}")
+    with pytest.raises(SinkError, match=r"transaction.timeout.ms=600000, more than .* transaction.max.timeout.ms=300000"):
+        protocol.prepare([above], None)
+    assert above.marker_topic not in kafka_broker.admin().list_topics(timeout=10).topics
+
+
+def test_the_sink_settings_of_timeout_and_marker_replicas_from_a_url_and_refused_when_wrong():
+    sink = parse_kafka_sink("kafka://h:9092/t?transaction.timeout.ms=120000&marker_replication=3")
+    assert sink.transaction_timeout_ms == 120_000 and sink.marker_replication == 3
+    assert sink.options == {"transaction.timeout.ms": "120000"}  # librdkafka's setting, passed on
+    assert KafkaSink("h:9092", "t").transaction_timeout_ms is None
+    from sparkstate.errors import JobDefinitionError
+
+    for bad in ("0", "-5", "soon"):
+        with pytest.raises(JobDefinitionError, match="transaction.timeout.ms must be a positive number"):
+            KafkaSink("h:9092", "t", options={"transaction.timeout.ms": bad})
+    with pytest.raises(JobDefinitionError, match="marker_replication must be a positive"):
+        parse_kafka_sink("kafka://h:9092/t?marker_replication=many")
+    with pytest.raises(JobDefinitionError, match="marker_replication must be a positive int"):
+        KafkaSink("h:9092", "t", marker_replication=0)
+
+
+def _topic_config(broker: Any, topic: str) -> dict[str, str]:
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    admin = broker.admin()  # kept until the result is in: a dropped client cancels its requests
+    return {k: v.value for k, v in admin.describe_configs([resource])[resource].result().items()}
+
+
+def test_the_marker_topic_is_created_compacted_with_the_replicas_asked(kafka_broker):
+    sink = new_sink(kafka_broker, 1)
+    protocol.prepare([sink], None, {sink.marker: 1})
+    config = _topic_config(kafka_broker, sink.marker_topic)
+    assert config["cleanup.policy"] == "compact" and config["segment.ms"] == "3600000"
+    meta = kafka_broker.admin().list_topics(timeout=10).topics[sink.marker_topic]
+    assert [len(p.replicas) for p in meta.partitions.values()] == [1]  # min(3, brokers) of one broker
+    # three replicas asked of a one-broker cluster: the broker's refusal, and how to ask for fewer
+    three = new_sink(kafka_broker, 1, marker_replication=3)
+    with pytest.raises(SinkError) as refused:
+        protocol.prepare([three], None)
+    text = str(refused.value)
+    assert f"cannot create topic {three.marker_topic!r}" in text and "3 replicas" in text
+    assert "marker_replication=N" in text
+
+
+def test_an_existing_marker_topic_that_deletes_its_markers_is_warned_of_with_the_fix(kafka_broker, caplog):
+    marker_topic = kafka_broker.new_topic("markers")  # the broker's defaults: cleanup.policy=delete
+    sink = new_sink(kafka_broker, 1, marker_topic=marker_topic)
+    with caplog.at_level("WARNING", logger="sparkstate.sinks"):
+        protocol.prepare([sink], None, {sink.marker: 1})
+    warned = [r.getMessage() for r in caplog.records if marker_topic in r.getMessage()]
+    assert len(warned) == 1
+    assert "has cleanup.policy=delete" in warned[0] and "retention.ms=604800000" in warned[0]
+    assert "written twice" in warned[0] and "--add-config cleanup.policy=compact" in warned[0]
+    assert protocol.write_part(sink, 0, 0, batches(1)) == []  # a warning: the job runs
+    compacted = new_sink(kafka_broker, 1)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="sparkstate.sinks"):
+        protocol.prepare([compacted], None, {compacted.marker: 1})
+        protocol.close_all()
+        protocol.prepare([compacted], None, {compacted.marker: 1})  # now existing, and compacted
+    assert not [r for r in caplog.records if "cleanup.policy" in r.getMessage()]

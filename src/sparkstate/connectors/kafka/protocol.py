@@ -39,6 +39,11 @@ producer is dropped, and the next batch of its part fences it and reads the mark
 task's producer lives for the task; nothing a failed batch sent is visible to
 ``read_committed``.
 
+A part's transaction lasts at most the sink's ``transaction.timeout.ms`` (default 15 minutes)
+from its first record: past it the broker aborts it, and the sink aborts it before committing
+(a broker may not), with an error that names the timeout, never a zombie. The marker topic is
+compacted: each part's last marker stays however long a job is stopped.
+
 Before anything is sent, a row whose record the broker would refuse on every attempt (larger
 than the producer's ``message.max.bytes``) is taken out of the batch as a dead letter, so a
 batch never fails over and over on one row.
@@ -59,20 +64,30 @@ from sparkstate.connectors.credentials import mask
 from sparkstate.connectors.database.protocol import BatchOutcome
 from sparkstate.connectors.kafka.client import METADATA_TIMEOUT_S, client_config, reason, topic_partitions, unreachable
 from sparkstate.connectors.kafka.records import encode
-from sparkstate.connectors.kafka.sink import KafkaSink
+from sparkstate.connectors.kafka.sink import TRANSACTION_TIMEOUT, KafkaSink
 from sparkstate.errors import SinkError
 from sparkstate.fault_points import SINK_ROWS_WRITTEN, fault_point
 
 log = logging.getLogger("sparkstate.sinks")
 
-#: milliseconds a transaction may stay open before the broker aborts it (a run killed mid-batch)
-TRANSACTION_TIMEOUT_MS = 60_000
+#: milliseconds a part's transaction may stay open before the broker aborts it, unless the sink's
+#: options set ``transaction.timeout.ms``: as Flink advises for its Kafka sink, longer than the
+#: longest batch plus a restart's downtime, so 15 minutes, Apache Kafka's default largest
+#: (``transaction.max.timeout.ms``), lowered to the broker's largest when that is less
+DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
+#: seconds the marker reads wait beyond the transaction timeout for a transaction open on the marker topic
+MARKER_WAIT_SLACK_S = 30.0
+#: the marker topic's settings when the sink creates it: compacted, so each part's last marker
+#: stays for as long as the topic lives (a deleting topic drops them after retention.ms, and a
+#: batch committed to Kafka but not to the checkpoint would then be written again); segments
+#: roll hourly, since compaction cleans closed segments only and the start-up read reads them all
+MARKER_TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.ms": "3600000"}
 #: seconds a commit (or a flush of an at-least-once batch) may take
 COMMIT_TIMEOUT_S = 120.0
 #: the largest record sent (librdkafka's default message.max.bytes); larger rows are dead letters
 DEFAULT_MAX_RECORD_BYTES = 1_000_000
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entered: a producer made under it asks for the broker's largest timeout
 #: this process's producer per transactional id (initialised once: initialising again would fence itself)
 _producers: dict[str, Any] = {}
 #: the last batch each part of each writer committed, as read at prepare time and advanced by
@@ -80,6 +95,10 @@ _producers: dict[str, Any] = {}
 _tops: dict[str, dict[int, int | None]] = {}
 #: delivery failures of each at-least-once writer's current batch
 _failures: dict[str, list[str]] = {}
+#: each cluster's transaction.max.timeout.ms (None: the broker does not say), by bootstrap servers
+_broker_max_timeouts: dict[str, int | None] = {}
+#: the marker topics whose settings this process has checked, by (bootstrap servers, topic)
+_checked_marker_topics: set[tuple[str, str]] = set()
 
 
 def _admin(sink: KafkaSink) -> Any:
@@ -105,18 +124,108 @@ def _ensure(sink: KafkaSink, topics: Iterable[tuple[str, int, bool]]) -> list[st
     missing = []
     for topic, partitions, create in topics:
         if topic_partitions(admin, topic, sink.bootstrap_servers, f"checking topic {topic!r}", SinkError) is not None:
+            if topic == sink.marker_topic and sink.transactional:
+                _check_marker_topic(sink, admin)
             continue
         if not create:
             missing.append(topic)
             continue
+        new = NewTopic(topic, partitions)
+        if topic == sink.marker_topic:
+            new = NewTopic(topic, partitions, replication_factor=_marker_replication(sink, admin),
+                           config=MARKER_TOPIC_CONFIG)
         try:
-            admin.create_topics([NewTopic(topic, partitions)], operation_timeout=METADATA_TIMEOUT_S)[topic].result()
+            admin.create_topics([new], operation_timeout=METADATA_TIMEOUT_S)[topic].result()
         except KafkaException as exc:
             if "TOPIC_ALREADY_EXISTS" not in str(exc) and "already exists" not in str(exc):
+                fix = ""
+                if topic == sink.marker_topic:
+                    fix = (f" (the sink's marker topic: {new.replication_factor} replicas, "
+                           f"{', '.join(f'{k}={v}' for k, v in MARKER_TOPIC_CONFIG.items())}). Set its replicas with "
+                           "KafkaSink(..., marker_replication=N) (in a URL &marker_replication=N), or create it "
+                           "with your Kafka tools")
                 raise SinkError(
-                    f"cannot create topic {topic!r} on Kafka at {mask(sink.bootstrap_servers)}: {reason(exc)}"
+                    f"cannot create topic {topic!r} on Kafka at {mask(sink.bootstrap_servers)}: {reason(exc)}{fix}"
                 ) from None
     return missing
+
+
+def _brokers(admin: Any, sink: KafkaSink) -> list[int]:
+    from confluent_kafka import KafkaException
+
+    try:
+        return sorted(admin.list_topics(timeout=METADATA_TIMEOUT_S).brokers)
+    except KafkaException as exc:
+        raise SinkError(unreachable(sink.bootstrap_servers, "listing the brokers", exc)) from None
+
+
+def _broker_config(admin: Any, sink: KafkaSink, name: str) -> str | None:
+    """A broker setting by DescribeConfigs (None: the broker does not say, or may not be asked)."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    brokers = _brokers(admin, sink)
+    if not brokers:
+        return None
+    resource = ConfigResource(ResourceType.BROKER, str(brokers[0]))
+    try:
+        entry = admin.describe_configs([resource], request_timeout=METADATA_TIMEOUT_S)[resource].result().get(name)
+    except Exception:  # noqa: BLE001 - not authorised, or an old broker: the setting is unknown
+        return None
+    return None if entry is None or entry.value is None else str(entry.value)
+
+
+def _marker_replication(sink: KafkaSink, admin: Any) -> int:
+    """The marker topic's replicas: the sink's ``marker_replication``, else the broker's
+    default replication factor but at least ``min(3, brokers)`` (Kafka's own internal
+    topics have 3: a batch's markers must outlive the loss of a broker)."""
+    if sink.marker_replication is not None:
+        return sink.marker_replication
+    brokers = len(_brokers(admin, sink))
+    default = _broker_config(admin, sink, "default.replication.factor")
+    return max(min(3, brokers), int(default) if default and default.isdigit() else 1)
+
+
+def _check_marker_topic(sink: KafkaSink, admin: Any) -> None:
+    """Warn (once a process) when an existing marker topic loses markers: a deleting cleanup
+    policy drops them after its retention, one replica loses them with its broker."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    seen = (sink.bootstrap_servers, sink.marker_topic)
+    with _lock:
+        if seen in _checked_marker_topics:
+            return
+        _checked_marker_topics.add(seen)
+    resource = ConfigResource(ResourceType.TOPIC, sink.marker_topic)
+    try:
+        config = admin.describe_configs([resource], request_timeout=METADATA_TIMEOUT_S)[resource].result()
+    except Exception as exc:  # noqa: BLE001 - not authorised to describe it: nothing to check
+        log.info("could not check the settings of marker topic %r: %s", sink.marker_topic, reason(exc))
+        return
+    entry = config.get("cleanup.policy")
+    policy = {p.strip() for p in str(entry.value if entry is not None else "delete").split(",")}
+    where = f"on Kafka at {mask(sink.bootstrap_servers)}"
+    if policy != {"compact"}:
+        retention = config.get("retention.ms")
+        kept = f"retention.ms={retention.value}" if retention is not None else "its retention"
+        log.warning(
+            f"the marker topic {sink.marker_topic!r} {where} has cleanup.policy={','.join(sorted(policy))}: its "
+            f"markers are deleted after {kept}, and a batch committed to Kafka but not to the checkpoint before a "
+            f"stop longer than that is written twice on restart. Make it compacted: kafka-configs.sh "
+            f"--bootstrap-server {mask(sink.bootstrap_servers)} --alter --entity-type topics --entity-name "
+            f"{sink.marker_topic} --add-config cleanup.policy=compact"
+        )
+    try:
+        meta = admin.list_topics(sink.marker_topic, timeout=METADATA_TIMEOUT_S)
+        replicas = min(len(p.replicas) for p in meta.topics[sink.marker_topic].partitions.values())
+    except Exception:  # noqa: BLE001 - gone meanwhile, or no answer: the next step says so
+        return
+    if replicas < min(3, len(meta.brokers)):
+        log.warning(
+            f"the marker topic {sink.marker_topic!r} {where} has {replicas} replica{'s' if replicas > 1 else ''} on a "
+            f"cluster of {len(meta.brokers)} brokers: its markers are lost with one broker's disk, and a batch "
+            "committed to Kafka but not to the checkpoint is then written twice on restart. Give it more with "
+            "kafka-reassign-partitions.sh"
+        )
 
 
 def _missing_message(missing: list[str], servers: str) -> str:
@@ -141,16 +250,74 @@ def _producer(sink: KafkaSink, part: int = 0) -> Any:
 
 
 def _new_transactional(sink: KafkaSink, part: int) -> Any:
-    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka import KafkaError, KafkaException, Producer
 
+    timeout = transaction_timeout_ms(sink)
     p = Producer(_producer_config(sink, **{"transactional.id": sink.transactional_id(part),
-                                           "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS}))
+                                           TRANSACTION_TIMEOUT: timeout}))
     try:
         p.init_transactions(METADATA_TIMEOUT_S)
     except KafkaException as exc:
+        err = exc.args[0] if exc.args else None
+        if getattr(err, "code", lambda: None)() == KafkaError.INVALID_TRANSACTION_TIMEOUT:
+            raise SinkError(_timeout_too_large(sink, timeout, None)) from None
         doing = f"starting the transactions of writer {sink.writer(part)!r}"
         raise SinkError(unreachable(sink.bootstrap_servers, doing, exc)) from None
     return p
+
+
+def transaction_timeout_ms(sink: KafkaSink) -> int:
+    """The ``transaction.timeout.ms`` of ``sink``'s transactions: the user's, else
+    :data:`DEFAULT_TRANSACTION_TIMEOUT_MS` lowered to the broker's largest when it says so."""
+    if sink.transaction_timeout_ms is not None:
+        return sink.transaction_timeout_ms
+    largest = broker_max_timeout_ms(sink)
+    return DEFAULT_TRANSACTION_TIMEOUT_MS if largest is None else min(DEFAULT_TRANSACTION_TIMEOUT_MS, largest)
+
+
+def broker_max_timeout_ms(sink: KafkaSink) -> int | None:
+    """The cluster's ``transaction.max.timeout.ms`` (None: its brokers do not say), asked once a process."""
+    with _lock:
+        if sink.bootstrap_servers in _broker_max_timeouts:
+            return _broker_max_timeouts[sink.bootstrap_servers]
+    value = _broker_config(_admin(sink), sink, "transaction.max.timeout.ms")
+    largest = int(value) if value and value.isdigit() else None
+    with _lock:
+        _broker_max_timeouts[sink.bootstrap_servers] = largest
+    return largest
+
+
+def with_transaction_timeout(sink: KafkaSink) -> KafkaSink:
+    """``sink`` with its transaction timeout in its options (what its tasks use, so that
+    they do not ask the broker for its largest again)."""
+    from dataclasses import replace
+
+    if not sink.transactional or sink.transaction_timeout_ms is not None:
+        return sink
+    return replace(sink, options={**sink.options, TRANSACTION_TIMEOUT: transaction_timeout_ms(sink)})
+
+
+def _check_transaction_timeout(sink: KafkaSink) -> None:
+    """Refuse a user's ``transaction.timeout.ms`` above the broker's largest, before anything is written."""
+    largest = broker_max_timeout_ms(sink)
+    if sink.transaction_timeout_ms is not None and largest is not None and sink.transaction_timeout_ms > largest:
+        raise SinkError(_timeout_too_large(sink, sink.transaction_timeout_ms, largest))
+
+
+def _timeout_too_large(sink: KafkaSink, timeout: int, largest: int | None) -> str:
+    limit = f"={largest}" if largest is not None else " (Apache Kafka's default: 900000, 15 minutes)"
+    return (
+        f"the Kafka sink of topic {sink.topic!r} asks for transaction.timeout.ms={timeout}, more than the broker at "
+        f"{mask(sink.bootstrap_servers)} allows (its transaction.max.timeout.ms{limit}). Set the sink's "
+        f"{TRANSACTION_TIMEOUT} at or below it (KafkaSink(..., options={{'{TRANSACTION_TIMEOUT}': N}}), in a URL "
+        f"&{TRANSACTION_TIMEOUT}=N), or raise transaction.max.timeout.ms on the brokers"
+    )
+
+
+def _marker_wait_s(sink: KafkaSink) -> float:
+    """How long a marker read waits for a transaction open on the marker topic: one the
+    broker aborts after its transaction timeout (a writer of this sink's timeout)."""
+    return transaction_timeout_ms(sink) / 1000 + MARKER_WAIT_SLACK_S
 
 
 def _producer_config(sink: KafkaSink, **settings: Any) -> dict[str, Any]:
@@ -171,9 +338,7 @@ def _drop_producer(sink: KafkaSink, producer: Any, key: str | None = None) -> No
             _tops.pop(sink.marker, None)
 
 
-def read_top_marker(
-    sink: KafkaSink, timeout_s: float = TRANSACTION_TIMEOUT_MS / 1000 + 30, writer: str | None = None
-) -> int | None:
+def read_top_marker(sink: KafkaSink, timeout_s: float | None = None, writer: str | None = None) -> int | None:
     """The last batch ``sink``'s writer (or the writer named ``writer`` in its marker topic)
     committed in any of its parts (None: none, or a reset since): see :func:`read_part_tops`."""
     return _highest(read_part_tops(sink, timeout_s, writer))
@@ -185,28 +350,31 @@ def _highest(tops: dict[int, int | None]) -> int | None:
     return max(written) if written else None
 
 
-def read_part_tops(
-    sink: KafkaSink, timeout_s: float = TRANSACTION_TIMEOUT_MS / 1000 + 30, writer: str | None = None
-) -> dict[int, int | None]:
+def read_part_tops(sink: KafkaSink, timeout_s: float | None = None, writer: str | None = None) -> dict[int, int | None]:
     """The last batch each part of ``sink``'s writer (or of the writer named ``writer``)
     committed (None: a reset since), from the whole marker topic read with ``read_committed``
-    up to its end as of now (waiting, at most ``timeout_s``, for transactions open now).
+    up to its end as of now (waiting, at most ``timeout_s``, default the transaction timeout
+    and :data:`MARKER_WAIT_SLACK_S`, for transactions open now).
 
     A part's top is its LAST marker record: its batch ids only grow, so that is its highest,
     except after :func:`reset` (``sparkstate run --fresh``), whose marker record
     ``{"batch": null, "reset": true}`` makes it None again (a topic's records cannot be
-    deleted, and the new checkpoint's batch ids start at 0)."""
+    deleted, and the new checkpoint's batch ids start at 0).
+
+    Every record of the topic is read (a compacted topic holds one per key and the records
+    since its last cleaning), keeping the last value of each key: only those of this writer's
+    parts are parsed."""
     prefix = (writer or sink.marker).encode() + b"/p"
-    tops: dict[int, int | None] = {}
+    last: dict[bytes | None, bytes | None] = {}
     with _MarkerReader(sink, timeout_s) as reader:
         for tp, low, end in reader.partitions():
-            for key, value in reader.read(tp, low, end):
-                if key.startswith(prefix) and key[len(prefix):].isdigit():
-                    tops[int(key[len(prefix):])] = _marker_batch(value, sink)
-    return tops
+            for msgs in reader.batches(tp, low, end):
+                last.update((m.key(), m.value()) for m in msgs)
+    return {int(key[len(prefix):]): _marker_batch(value, sink) for key, value in last.items()
+            if key is not None and key.startswith(prefix) and key[len(prefix):].isdigit()}
 
 
-def read_part_top(sink: KafkaSink, part: int, timeout_s: float = TRANSACTION_TIMEOUT_MS / 1000 + 30) -> int | None:
+def read_part_top(sink: KafkaSink, part: int, timeout_s: float | None = None) -> int | None:
     """The last batch part ``part`` of ``sink``'s writer committed (None: none, or a reset
     since), read from the marker topic's end backwards: a running job's parts write a marker
     each batch, so the part's last one is among the last records and a task finds it at once."""
@@ -217,7 +385,7 @@ def read_part_top(sink: KafkaSink, part: int, timeout_s: float = TRANSACTION_TIM
             step, top = 256, end
             while top > low and not found:
                 start = max(low, top - step)
-                found = [value for k, value in reader.read(tp, start, top) if k == key][-1:]
+                found = [m.value() for msgs in reader.batches(tp, start, top) for m in msgs if m.key() == key][-1:]
                 top, step = start, step * 4
             if found:  # a key's records are in one partition
                 return _marker_batch(found[0], sink)
@@ -229,10 +397,10 @@ class _MarkerReader:
     (the end ``read_uncommitted`` readers see, past every transaction open now), waiting at
     most ``timeout_s`` for those transactions to end."""
 
-    def __init__(self, sink: KafkaSink, timeout_s: float) -> None:
+    def __init__(self, sink: KafkaSink, timeout_s: float | None) -> None:
         from confluent_kafka import Consumer
 
-        self.sink, self.timeout_s = sink, timeout_s
+        self.sink, self.timeout_s = sink, _marker_wait_s(sink) if timeout_s is None else timeout_s
         self.consumer = Consumer(client_config(sink.bootstrap_servers, sink.options, **{
             "group.id": "sparkstate-markers", "enable.auto.commit": False, "isolation.level": "read_committed",
             "auto.offset.reset": "earliest", "allow.auto.create.topics": False}))
@@ -258,24 +426,27 @@ class _MarkerReader:
             if end > low:
                 yield tp, low, end
 
-    def read(self, tp: Any, start: int, end: int) -> list[tuple[bytes, bytes | None]]:
-        """The committed records (key, value) of offsets ``[start, end)`` of partition ``tp``."""
+    def batches(self, tp: Any, start: int, end: int) -> Iterator[list[Any]]:
+        """The committed records (librdkafka's messages) of offsets ``[start, end)`` of
+        partition ``tp``, in offset order, as they arrive: a list at a time, so that a caller
+        does as little per record as it can (a start-up read may meet millions)."""
         from confluent_kafka import TopicPartition
 
         self.consumer.assign([TopicPartition(tp.topic, tp.partition, start)])
         deadline = time.monotonic() + self.timeout_s
-        out: list[tuple[bytes, bytes | None]] = []
         pos = start
         while pos < end:
             # a short wait: control records (a commit's marker) hold offsets and deliver no message,
             # so a read of the offsets left may never see as many messages as it asks for
-            for msg in self.consumer.consume(min(10_000, end - pos), timeout=0.05):
-                if msg.error() is not None:
-                    continue
-                offset = msg.offset() or 0
-                pos = max(pos, offset + 1)
-                if offset < end:
-                    out.append((msg.key() or b"", msg.value()))
+            msgs = self.consumer.consume(min(100_000, end - pos), timeout=0.05)
+            if msgs:
+                if any(m.error() is not None for m in msgs):
+                    msgs = [m for m in msgs if m.error() is None]
+                while msgs and (msgs[-1].offset() or 0) >= end:
+                    msgs.pop()
+                if msgs:
+                    pos = max(pos, (msgs[-1].offset() or 0) + 1)
+                    yield msgs
             if pos < end:
                 pos = max(pos, self.consumer.position([tp])[0].offset)
                 if pos < end and time.monotonic() > deadline:
@@ -285,7 +456,6 @@ class _MarkerReader:
                         f"{self.timeout_s:.0f} s: a transaction there is still open. The broker aborts it after its "
                         "transaction timeout; run again then"
                     )
-        return out
 
 
 def _marker_batch(value: bytes | None, sink: KafkaSink) -> int | None:
@@ -338,8 +508,10 @@ def prepare(sinks: list[KafkaSink], last_committed: int | None, parts: Mapping[s
     if not sinks:
         return
     parts = parts or {}
-    _topics(sinks)
     exact = [s for s in sinks if s.transactional]
+    for sink in exact:
+        _check_transaction_timeout(sink)
+    _topics(sinks)
     with _lock:  # each run its own producers: one kept from an earlier run may have been fenced since
         stale = [_producers.pop(s.transactional_id(i), None) for s in exact for i in range(parts.get(s.marker, 1))]
     for p in stale:
@@ -486,11 +658,19 @@ def _records(sink: KafkaSink, data: pa.Table | pa.RecordBatch) -> tuple[list[byt
     return values, keys, refused, dead
 
 
-def _failure(sink: KafkaSink, p: Any, exc: BaseException, batch_id: int, part: int) -> SinkError | None:
+def _failure(
+    sink: KafkaSink, p: Any, exc: BaseException, batch_id: int, part: int, clock: _Clock | None = None
+) -> SinkError | None:
     """After ``exc`` in part ``part``'s transaction: the transaction aborted (or left to the
-    broker's timeout) and the error to raise (None: ``exc`` is not Kafka's, raise it)."""
+    broker's timeout) and the error to raise (None: ``exc`` is not Kafka's, raise it).
+
+    A transaction open longer than its timeout is aborted (by the sink before its commit, or
+    by the broker, which then takes the producer for an old one: Apache Kafka bumps its epoch
+    and librdkafka says "fenced"): the error says so, and how to give batches more time, since
+    a replay takes as long."""
     from confluent_kafka import KafkaError, KafkaException
 
+    open_ms = clock.open_ms() if clock is not None else 0.0
     err: Any = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
     code = err.code() if err is not None and hasattr(err, "code") else None
     fatal = bool(err is not None and hasattr(err, "fatal") and err.fatal())
@@ -503,6 +683,17 @@ def _failure(sink: KafkaSink, p: Any, exc: BaseException, batch_id: int, part: i
             pass
     if not isinstance(exc, KafkaException):
         return None
+    timeout = transaction_timeout_ms(sink)
+    if open_ms >= timeout:
+        return SinkError(
+            f"the transaction of batch {batch_id} of writer {sink.writer(part)!r} (topic {sink.topic!r}) on Kafka at "
+            f"{mask(sink.bootstrap_servers)} is aborted: it stayed open {open_ms / 1000:.1f} s, longer "
+            f"than the sink's transaction.timeout.ms={timeout} ({timeout / 1000:g} s; {reason(exc)}). Nothing of the "
+            "batch is visible to read_committed readers, and a replay of it takes as long. Give the sink's batches "
+            f"more time, above the longest batch (and a restart's downtime): KafkaSink(..., options="
+            f"{{'{TRANSACTION_TIMEOUT}': N}}) (in a URL &{TRANSACTION_TIMEOUT}=N), at most the broker's "
+            "transaction.max.timeout.ms (15 minutes by default), or make the batches smaller"
+        )
     if fenced:
         return SinkError(
             f"writer {sink.writer(part)!r} of topic {sink.topic!r} was fenced off by a newer run of the same job (the "
@@ -516,18 +707,53 @@ def _failure(sink: KafkaSink, p: Any, exc: BaseException, batch_id: int, part: i
     )
 
 
-def _transaction(p: Any, sink: KafkaSink, part: int, batch_id: int, chunks: Iterable[tuple[list, list, set]]) -> int:
+class _Clock:
+    """When a transaction's first record was sent: the broker's timeout runs from then."""
+
+    def __init__(self) -> None:
+        self.started: float | None = None
+
+    def start(self) -> None:
+        if self.started is None:
+            self.started = time.monotonic()
+
+    def open_ms(self) -> float:
+        return 0.0 if self.started is None else (time.monotonic() - self.started) * 1000
+
+
+def _transaction(
+    p: Any, sink: KafkaSink, part: int, batch_id: int, chunks: Iterable[tuple[list, list, set]], clock: _Clock
+) -> int:
     """One part's batch in one transaction: its records, then its marker; committed."""
     from confluent_kafka import KafkaError, KafkaException
 
-    p.begin_transaction()
-    written = sum(_produce_all(p, sink.topic, values, keys, refused) for values, keys, refused in chunks)
+    timeout = transaction_timeout_ms(sink)
+
+    def within_timeout() -> None:
+        # past its timeout a transaction is aborted, by Apache Kafka's coordinator (on its next
+        # sweep, every 10 s) or here: its outcome does not hang on when the sweep runs
+        if clock.open_ms() >= timeout:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "aborted by the sink past the transaction timeout"))
+
+    p.begin_transaction()  # librdkafka's own: the broker hears of the transaction with its first record
+    written = 0
+    for values, keys, refused in chunks:  # the rows as the task computes them: a slow step holds it open
+        clock.start()
+        written += _produce_all(p, sink.topic, values, keys, refused)
+        within_timeout()
+    clock.start()
     marker = json.dumps({"writer": sink.writer(part), "batch": batch_id, "rows": written, "topic": sink.topic})
     p.produce(sink.marker_topic, marker.encode(), sink.writer(part).encode())
     if p.flush(COMMIT_TIMEOUT_S):  # the records at the broker, in the open transaction
         raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"records still unsent after {COMMIT_TIMEOUT_S:.0f} s"))
     fault_point(SINK_ROWS_WRITTEN)
+    within_timeout()
     p.commit_transaction(COMMIT_TIMEOUT_S)
+    if clock.open_ms() > timeout / 2:
+        log.warning(
+            "batch %s of writer %r stayed open %.1f s, more than half the sink's transaction.timeout.ms=%s: a "
+            "slower batch is aborted by the broker. Raise the sink's %s, or make batches smaller",
+            batch_id, sink.writer(part), clock.open_ms() / 1000, timeout, TRANSACTION_TIMEOUT)
     return written
 
 
@@ -550,11 +776,12 @@ def commit_batch(sink: KafkaSink, data: pa.Table, batch_id: int) -> BatchOutcome
     if top is not None and batch_id <= top:
         return BatchOutcome(None, dead)
     p = _producer(sink)
+    clock = _Clock()
     try:
-        written = _transaction(p, sink, 0, batch_id, [(values, keys, refused)])
+        written = _transaction(p, sink, 0, batch_id, [(values, keys, refused)], clock)
     except BaseException as exc:
         _drop_producer(sink, p)
-        error = _failure(sink, p, exc, batch_id, 0)
+        error = _failure(sink, p, exc, batch_id, 0, clock)
         if error is None:
             raise
         raise error from None
@@ -591,10 +818,11 @@ def write_part(sink: KafkaSink, part: int, batch_id: int, data: Iterable[pa.Reco
             for _ in records():  # written by an earlier attempt: its dead letters are the batch's all the same
                 pass
             return dead
+        clock = _Clock()
         try:
-            _transaction(p, sink, part, batch_id, records())
+            _transaction(p, sink, part, batch_id, records(), clock)
         except BaseException as exc:
-            error = _failure(sink, p, exc, batch_id, part)
+            error = _failure(sink, p, exc, batch_id, part, clock)
             if error is None:
                 raise
             raise error from None
@@ -637,11 +865,13 @@ def _write_at_least_once(
 
 
 def close_all() -> None:
-    """Flush and forget this process's producers (the end of a run)."""
+    """Flush and forget this process's producers and what it learnt of the brokers (the end of a run)."""
     with _lock:
         producers = list(_producers.values())
         _producers.clear()
         _tops.clear()
+        _broker_max_timeouts.clear()
+        _checked_marker_topics.clear()
     for p in producers:
         try:
             p.flush(5)

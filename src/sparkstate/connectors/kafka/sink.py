@@ -15,8 +15,10 @@ from sparkstate.errors import JobDefinitionError
 EXACTLY_ONCE = "exactly-once"
 AT_LEAST_ONCE = "at-least-once"
 SINK_GUARANTEES = (EXACTLY_ONCE, AT_LEAST_ONCE)
-#: the topic of the transactional sink's batch markers (one partition, created when missing)
+#: the topic of the transactional sink's batch markers (one partition, compacted, created when missing)
 MARKER_TOPIC = "sparkstate_batches"
+#: the librdkafka setting of a transaction's timeout, read from the sink's ``options``
+TRANSACTION_TIMEOUT = "transaction.timeout.ms"
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 
@@ -52,7 +54,13 @@ class KafkaSink:
     partition, unkeyed), as a database sink creates its side tables. The topic named here (or
     by a side output's own sink) that does not exist is an error before the first batch,
     unless ``create_topics=True`` (created with ``partitions`` partitions). ``options`` are
-    librdkafka's settings (security, tuning), never printed.
+    librdkafka's settings (security, tuning), never printed; ``transaction.timeout.ms`` among
+    them is how long a part's batch may take before the broker aborts its transaction
+    (default 15 minutes, Kafka's largest by default: see ``docs/kafka.md``).
+
+    The marker topic is created compacted (it keeps each part's last marker for as long as
+    the topic lives) with ``marker_replication`` replicas (default: the broker's default, and
+    at least ``min(3, brokers)``).
 
     Example::
 
@@ -73,6 +81,8 @@ class KafkaSink:
     #: ids start at 0 again, so its writer has an identity of its own)
     restored_from: str | None = None
     marker_topic: str = MARKER_TOPIC
+    #: replicas of the marker topic when the sink creates it (None: the broker's default, at least min(3, brokers))
+    marker_replication: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.bootstrap_servers, str) or not self.bootstrap_servers.strip():
@@ -92,7 +102,25 @@ class KafkaSink:
             raise JobDefinitionError(f"KafkaSink: guarantee must be one of {', '.join(SINK_GUARANTEES)}, got {self.guarantee!r}")
         if not isinstance(self.partitions, int) or isinstance(self.partitions, bool) or self.partitions < 1:
             raise JobDefinitionError(f"KafkaSink: partitions must be a positive int, got {self.partitions!r}")
+        if self.marker_replication is not None and (
+            not isinstance(self.marker_replication, int) or isinstance(self.marker_replication, bool)
+            or self.marker_replication < 1
+        ):
+            raise JobDefinitionError(
+                f"KafkaSink: marker_replication must be a positive int, got {self.marker_replication!r}"
+            )
         object.__setattr__(self, "options", dict(self.options or {}))
+        timeout = self.options.get(TRANSACTION_TIMEOUT)
+        if timeout is not None and _positive_int(timeout) is None:
+            raise JobDefinitionError(
+                f"KafkaSink: option {TRANSACTION_TIMEOUT} must be a positive number of milliseconds, got {timeout!r}"
+            )
+
+    @property
+    def transaction_timeout_ms(self) -> int | None:
+        """The user's ``transaction.timeout.ms`` (None: not set, sparkstate chooses)."""
+        value = self.options.get(TRANSACTION_TIMEOUT)
+        return None if value is None else _positive_int(value)
 
     @property
     def transactional(self) -> bool:
@@ -132,9 +160,19 @@ class KafkaSink:
                        partitions=1)
 
 
+def _positive_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value > 0 else None
+    text = str(value).strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
 def parse_kafka_sink(spec: str) -> KafkaSink:
-    """``kafka://HOST:PORT/TOPIC?key=a,b&guarantee=at-least-once&create=true&partitions=4``
-    (other query parameters are librdkafka settings, e.g. ``security.protocol``)."""
+    """``kafka://HOST:PORT/TOPIC?key=a,b&guarantee=at-least-once&create=true&partitions=4&marker_replication=3``
+    (other query parameters are librdkafka settings, e.g. ``security.protocol`` or
+    ``transaction.timeout.ms``)."""
     from sparkstate.connectors.kafka.source import parse_kafka_url
 
     servers, topic, options = parse_kafka_url(spec)
@@ -155,4 +193,9 @@ def parse_kafka_sink(spec: str) -> KafkaSink:
         if not text.isdigit():
             raise JobDefinitionError(f"sink {mask(spec)!r}: partitions must be a positive number, got {text!r}")
         kwargs["partitions"] = int(text)
+    if "marker_replication" in options:
+        text = options.pop("marker_replication")
+        if not text.isdigit():
+            raise JobDefinitionError(f"sink {mask(spec)!r}: marker_replication must be a positive number, got {text!r}")
+        kwargs["marker_replication"] = int(text)
     return KafkaSink(servers, topic, options=options, **kwargs)
