@@ -27,7 +27,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from sparkstate.api.schema import Schema
-from sparkstate.connectors.kafka.reader import CHUNK, OffsetBook, RecordColumns, fetch, ranges
+from sparkstate.connectors.kafka.reader import CHUNK, OffsetBook, RecordColumns, fetch, ranges, recreated_error
 from sparkstate.connectors.kafka.source import DEFAULT_GROUP, KafkaSource, split_columns
 from sparkstate.connectors.text import LineParser
 from sparkstate.engine.events import PACKED_SCHEMA
@@ -72,6 +72,10 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.client_options: dict[str, Any] = json.loads(options.get(SECRET_OPTIONS) or "{}")
         self.group = options.get("group") or DEFAULT_GROUP
         self.max_records = int(options["max_records"]) if options.get("max_records") else None
+        #: where a topic deleted and created again since the offsets were logged is read from
+        #: (empty: such a topic is an error)
+        self.if_recreated = options.get("starting_if_recreated") or ""
+        self._checked = self._planned = False
         self._book: OffsetBook | None = None
 
     def __getstate__(self) -> dict:
@@ -87,15 +91,42 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._book = OffsetBook(self.servers, self.topics, self.client_options, self.group)
         return self._book
 
+    def _where(self, savepoint: bool) -> str:
+        """The checkpoint (or savepoint) whose offsets are read on, for messages."""
+        if savepoint:
+            return "the savepoint this run restores"
+        path = self.options.get("start_file")
+        return f"the checkpoint {os.path.dirname(os.path.dirname(path))}" if path else "the checkpoint"
+
+    def _recreated(self, offset: dict) -> dict[str, dict[str, int]]:
+        """The topics of ``offset`` deleted and created again since it was logged, each with
+        where it is now read from (``starting_if_recreated``); an error when that is not set."""
+        # topic ids at every batch (one request); first records once a run, where the job resumes
+        changed = self.book.recreated(offset, firsts=not self._planned)
+        self._planned = True
+        if changed and not self.if_recreated:
+            topic, why = next(iter(changed.items()))
+            raise recreated_error(self.servers, topic, why, self._where(bool(offset.get("savepoint"))),
+                                  offset["topics"].get(topic, {}))
+        if not changed:
+            return {}
+        fresh = OffsetBook(self.servers, list(changed), self.client_options, self.group)
+        try:
+            return fresh.initial(self.if_recreated)
+        finally:
+            fresh.close()
+
     def initialOffset(self) -> dict:
         given = self.options.get("start_offsets")
-        if given:  # a restored savepoint's position
-            return {"topics": json.loads(given)}
+        if given:  # a restored savepoint's position, with its topics' ids (none in older savepoints)
+            saved = json.loads(self.options.get("start_fingerprint") or "{}")
+            return {"topics": json.loads(given), **saved, "savepoint": True}
         path = self.options.get("start_file")
         if path and os.path.exists(path):
             with open(path) as f:
                 return json.load(f)
-        start = {"topics": self.book.initial(self.options.get("starting") or "earliest")}
+        start = {"topics": self.book.initial(self.options.get("starting") or "earliest"),
+                 **self.book.fingerprint(self.book.all_bounds())}
         if path:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path + ".tmp", "w") as f:
@@ -104,19 +135,32 @@ class KafkaStreamReader(DataSourceStreamReader):
         return start
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
-        begin = (start or self.initialOffset())["topics"]
+        base = start or self.initialOffset()
+        # a topic deleted and created again since ``base`` was logged: an error, or read from
+        # where the user asked (that batch's end carries its start, as a first batch's does)
+        moved = self._recreated(base)
+        begin = {**base["topics"], **moved}
         end = self.book.latest(begin, self.max_records)
-        if start is not None and end == start.get("topics"):
+        if start is not None and end == start.get("topics") and not moved:
             return start  # an offset that differs would make Spark run an empty batch
-        # the wall clock rides with the offsets Spark logs: a replay reads the same processing time
-        offset: dict[str, Any] = {"topics": end, "now": int(time.time() * 1000), "waiting": self.book.waiting}
-        if start is None or "now" not in start:
+        # the wall clock rides with the offsets Spark logs: a replay reads the same processing time;
+        # the topics' ids, so that a topic deleted and created again is not read on from them
+        offset: dict[str, Any] = {"topics": end, "now": int(time.time() * 1000), "waiting": self.book.waiting,
+                                  **self.book.fingerprint(self.book.last_bounds)}
+        if start is None or "now" not in start or moved:
             # a checkpoint's first batch starts at initialOffset(), which progress reports do not
             # give: its end carries its start, to count its records
             offset["initial"] = begin
         return offset
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        # a batch logged before a stop and replayed after it: its topics must still be those it planned
+        if not self._checked:  # once a run: a replay after a restart (a running job's next offsets were checked)
+            self._checked = True
+            changed = self.book.recreated(end)
+            if changed:
+                topic, why = next(iter(changed.items()))
+                raise recreated_error(self.servers, topic, why, self._where(False), start.get("topics", {}).get(topic, {}))
         now = end.get("now")
         # a checkpoint's first batch logged where it starts: a replay of it starts there too,
         # whatever initialOffset() says now (``starting="latest"`` or a time, resolved again)
@@ -229,6 +273,7 @@ def kafka_options(spec: KafkaSource) -> dict[str, str]:
         "format": spec.format,
         "starting": spec.starting,
         "max_records": "" if spec.max_records_per_batch is None else str(spec.max_records_per_batch),
+        "starting_if_recreated": spec.starting_if_recreated or "",
         SECRET_OPTIONS: json.dumps(dict(spec.options)),
     }
 
@@ -250,6 +295,7 @@ class _Kafka(_Binding):
         saved = (resumes(self.spec, start) or {}).get("source_offset")
         if isinstance(saved, dict) and isinstance(saved.get("topics"), dict):
             options["start_offsets"] = json.dumps(saved["topics"])
+            options["start_fingerprint"] = json.dumps({k: saved[k] for k in ("ids", "firsts") if k in saved})
         return self.raw(spark, scratch_dir, options)
 
     def restore_promise(self) -> str:

@@ -349,3 +349,62 @@ def test_a_batch_counts_the_records_its_offsets_span():
     later = {"startOffset": json.dumps({"topics": {"t": {"0": 5, "1": 2}}}), "endOffset": {"topics": {"t": {"0": 9, "1": 2}}}}
     assert kafka_records(later) == 4
     assert kafka_records({"endOffset": json.dumps({"offset": 3})}) is None  # not a Kafka source's
+
+
+def test_a_topic_deleted_and_created_again_with_more_records_is_refused_unless_a_start_is_given(kafka_broker, tmp_path):
+    from confluent_kafka.admin import NewTopic
+
+    from sparkstate.runtime.kafka_source import KafkaStreamReader
+
+    topic = kafka_broker.new_topic("again", 2)
+    for part in range(2):
+        kafka_broker.produce(topic, [f"old{part}-{i}" for i in range(3)], partition=part)
+    spec = KafkaSource(kafka_broker.servers, topic, "value string", format="raw")
+    options = {**kafka_options(spec), "start_file": str(tmp_path / "ck" / "sparkstate-sources" / "kafka-start.json")}
+    run = KafkaStreamReader(options)
+    end = json.loads(json.dumps(run.latestOffset(run.initialOffset(), None)))  # as Spark logs it
+    assert end["topics"] == {topic: {"0": 3, "1": 3}}
+    run.stop()
+
+    # the job stops; the topic is deleted and created again, with more records than the offsets skip
+    admin = kafka_broker.admin()
+    admin.delete_topics([topic])[topic].result()
+    admin.create_topics([NewTopic(topic, 2)])[topic].result()
+    for part in range(2):
+        kafka_broker.produce(topic, [f"new{part}-{i}" for i in range(5)], partition=part)
+
+    # resumed from the checkpoint (the next batch after the logged one, or that batch replayed),
+    # or restored from a savepoint of it: refused, naming the topic, the checkpoint and the fixes
+    again = KafkaStreamReader(options)
+    with pytest.raises(SourceError) as err:
+        again.latestOffset(end, None)
+    text = str(err.value)
+    assert f"topic {topic!r} on Kafka at {kafka_broker.servers} was deleted and created again since the checkpoint " \
+           f"{tmp_path / 'ck'} read it" in text
+    assert "partition 0 at 3, partition 1 at 3" in text and "skip the new topic's first records" in text
+    assert "--fresh" in text and "starting=" in text and "starting_if_recreated='earliest'" in text
+    with pytest.raises(SourceError, match="was deleted and created again since the checkpoint"):
+        KafkaStreamReader(options).partitions({"topics": {topic: {"0": 0, "1": 0}}}, end)
+    saved = {**options, "start_offsets": json.dumps(end["topics"]),
+             "start_fingerprint": json.dumps({k: end[k] for k in ("ids", "firsts") if k in end})}
+    restored = KafkaStreamReader(saved)
+    with pytest.raises(SourceError, match="was deleted and created again since the savepoint this run restores read it"):
+        restored.latestOffset(restored.initialOffset(), None)
+    again.stop()
+    restored.stop()
+
+    # asked where to read the new topic from: its records from there, the batch's end carrying its start
+    spec = KafkaSource(kafka_broker.servers, topic, "value string", format="raw", starting_if_recreated="earliest")
+    told = KafkaStreamReader({**kafka_options(spec), "start_file": options["start_file"]})
+    nxt = told.latestOffset(end, None)
+    assert nxt["initial"] == {topic: {"0": 0, "1": 0}} and nxt["topics"] == {topic: {"0": 5, "1": 5}}
+    values = [v for p in told.partitions(end, nxt) for b in told.read(p) for v in b.column("value").to_pylist()]
+    assert values == [f"new{p}-{i}" for p in range(2) for i in range(5)]
+    # and the job goes on from there, with the new topic's fingerprint
+    kafka_broker.produce(topic, ["later"], partition=0)
+    assert told.latestOffset(json.loads(json.dumps(nxt)), None)["topics"] == {topic: {"0": 6, "1": 5}}
+    told.stop()
+    # an unchanged topic resumes as before
+    same = KafkaStreamReader({**kafka_options(spec), "start_file": options["start_file"]})
+    assert same.latestOffset(json.loads(json.dumps(nxt)), None)["topics"] == {topic: {"0": 6, "1": 5}}
+    same.stop()

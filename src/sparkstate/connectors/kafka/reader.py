@@ -15,6 +15,10 @@ Invariants:
   never read) is an error naming the records lost, never a silent skip; so is one above the
   partition's end (the topic was created again, or starting offsets point past it), which
   would otherwise skip the records that arrive below it;
+* offsets of a topic that was deleted and created again since they were logged are refused
+  even when the new topic holds more records than they skip: every offset Spark logs carries
+  each topic's id (Kafka's topic id, a UUID the broker gives a topic when it creates it), and
+  a topic whose id is no longer that one is a different topic;
 * a partition that appears between two batches starts at offset 0 (its first record), in
   every batch that reads it, so replays agree.
 
@@ -94,6 +98,19 @@ def _retention_error(servers: str, topic: str, part: int | str, start: int, low:
     )
 
 
+def recreated_error(servers: str, topic: str, why: str, where: str, offsets: Mapping[str, int]) -> SourceError:
+    """The error of offsets kept for a topic that has since been deleted and created again."""
+    at = ", ".join(f"partition {p} at {o}" for p, o in sorted(offsets.items(), key=lambda i: int(i[0])))
+    return SourceError(
+        f"topic {topic!r} on Kafka at {mask(servers)} was deleted and created again since {where} read it ({why}). "
+        f"The offsets kept there ({at or 'none'}) belong to the old topic: reading "
+        "on from them would skip the new topic's first records silently. Either start a new checkpoint (`sparkstate "
+        "run --fresh`, or another checkpoint directory) with `starting=` set to where the new topic is to be read "
+        "from, or keep the job's state and say where the new topic is read from with "
+        "KafkaSource(..., starting_if_recreated='earliest') (or 'latest', a time, offsets)"
+    )
+
+
 def _behind_error(servers: str, topic: str, part: int | str, start: int, high: int) -> SourceError:
     return SourceError(
         f"topic {topic!r} partition {part} on Kafka at {mask(servers)} ends at offset {high}, before offset {start} "
@@ -113,10 +130,117 @@ class OffsetBook:
         self.servers, self.topics = servers, list(topics)
         self._down = _Down()
         self._consumer = Consumer(consumer_config(servers, options, group, self._down))
+        self._options, self.group = dict(options), group
+        self._admin: Any = None
+        self._no_ids = False
+        #: a partition's first record's description by (topic, partition, offset), and the consumer that reads it
+        self._firsts: dict[tuple[str, int, int], str] = {}
+        self._peek: Any = None
         self.waiting: int | None = None
+        #: each partition's (earliest, last stable) offsets as :meth:`latest` last found them
+        self.last_bounds: dict[tuple[str, int], tuple[int, int]] = {}
 
     def close(self) -> None:
         self._consumer.close()
+        if self._peek is not None:
+            self._peek.close()
+
+    def ids(self) -> dict[str, str]:
+        """Each topic's id (Kafka's topic id, which a topic deleted and created again does not
+        keep); empty when the broker gives none (noida-db; Kafka before 2.8), and then not
+        asked again."""
+        from confluent_kafka import KafkaError, KafkaException, TopicCollection
+        from confluent_kafka.admin import AdminClient
+
+        if self._no_ids:
+            return {}
+        if self._admin is None:
+            self._admin = AdminClient(client_config(self.servers, self._options))
+        out: dict[str, str] = {}
+        try:
+            found = self._admin.describe_topics(TopicCollection(self.topics), request_timeout=METADATA_TIMEOUT_S)
+            for topic, future in found.items():
+                uuid = future.result().topic_id
+                if uuid is not None and (uuid.get_most_significant_bits() or uuid.get_least_significant_bits()):
+                    out[topic] = str(uuid)
+        except KafkaException as exc:
+            err: Any = exc.args[0] if exc.args else None
+            if getattr(err, "code", lambda: None)() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
+                return out  # ``partitions`` says so
+            raise SourceError(unreachable(self.servers, f"describing {', '.join(map(repr, self.topics))}", exc)) from None
+        self._no_ids = not out
+        return out
+
+    def first(self, topic: str, part: int, low: int) -> str | None:
+        """What the record at ``low`` (a partition's earliest offset) is: its timestamp and a
+        CRC of its key and value, kept per offset (a topic's first record is read once)."""
+        import zlib
+
+        from confluent_kafka import Consumer, TopicPartition
+
+        known = self._firsts.get((topic, part, low))
+        if known is not None:
+            return known
+        if self._peek is None:
+            self._peek = Consumer(consumer_config(self.servers, self._options, self.group))
+        self._peek.assign([TopicPartition(topic, part, low)])
+        deadline = time.monotonic() + METADATA_TIMEOUT_S
+        while time.monotonic() < deadline:
+            for msg in self._peek.consume(1, timeout=0.2):
+                if msg.error() is None and msg.offset() == low:
+                    crc = zlib.crc32(msg.value() or b"", zlib.crc32(msg.key() or b""))
+                    self._firsts[(topic, part, low)] = found = f"{msg.timestamp()[1]}:{crc:08x}"
+                    return found
+                if msg.error() is None:  # a marker or an aborted record at low: the next record stands for it
+                    low = msg.offset()
+        return None  # nothing to tell by (an empty range, markers only)
+
+    def all_bounds(self) -> dict[tuple[str, int], tuple[int, int]]:
+        return {(t, p): self.bounds(t, p) for t in self.topics for p in self.partitions(t)}
+
+    def fingerprint(self, bounds: Mapping[tuple[str, int], tuple[int, int]]) -> dict[str, Any]:
+        """What tells these topics from topics of the same names created later, for the offsets
+        Spark logs: Kafka's topic ids where the broker gives them, else each partition's
+        earliest offset and what its record there is (:meth:`first`)."""
+        ids = self.ids()
+        if ids:
+            return {"ids": ids}
+        firsts: dict[str, dict[str, list]] = {}
+        for (topic, part), (low, high) in bounds.items():
+            if high > low:
+                what = self.first(topic, part, low)
+                if what is not None:
+                    firsts.setdefault(topic, {})[str(part)] = [low, what]
+        return {"firsts": firsts} if firsts else {}
+
+    def recreated(self, saved: Mapping[str, Any], firsts: bool = True) -> dict[str, str]:
+        """The topics of offsets ``saved`` (as logged, with :meth:`fingerprint`'s keys) that
+        were deleted and created again since, each with how that shows. Offsets logged without
+        them (by an older version) say nothing; ``firsts=False`` compares topic ids only (a
+        request less per partition)."""
+        out: dict[str, str] = {}
+        ids = saved.get("ids")
+        if isinstance(ids, Mapping) and ids:
+            now = self.ids()
+            for t in self.topics:
+                if t in ids and t in now and ids[t] != now[t]:
+                    out[t] = f"its topic id is now {now[t]}, was {ids[t]}"
+        known = saved.get("firsts") if firsts else None
+        for t in self.topics if isinstance(known, Mapping) else ():
+            for part, (low, what) in (known.get(t) or {}).items():  # type: ignore[union-attr]
+                parts = self.partitions(t)
+                if int(part) not in parts:
+                    out[t] = f"it has no partition {part} now (partitions {', '.join(map(str, parts))})"
+                    break
+                now_low, high = self.bounds(t, int(part))
+                if now_low < int(low):
+                    out[t] = f"partition {part} now starts at offset {now_low}, before offset {low} where it started"
+                    break
+                if now_low == int(low) and high > now_low and self.first(t, int(part), now_low) not in (what, None):
+                    out[t] = (f"the record at offset {low} of partition {part} is not the one it was (its timestamp "
+                              "and content differ)")
+                    break
+        return out
 
     def reach(self, doing: str) -> None:
         """Returns once a broker answers a metadata request; raises :class:`SourceError`
@@ -192,6 +316,7 @@ class OffsetBook:
         """The end of the next micro-batch from ``start``: each partition's last stable offset,
         scaled down to ``max_records`` in all (in proportion to each partition's lag)."""
         self.reach(f"finding the end of the next micro-batch of {', '.join(map(repr, self.topics))}")
+        self.last_bounds = {}
         ends: Offsets = {}
         lags: list[tuple[str, str, int, int]] = []
         for topic in self.topics:
@@ -200,6 +325,7 @@ class OffsetBook:
             for p in self.partitions(topic):
                 s = int(known.get(str(p), 0))
                 low, high = self.bounds(topic, p)
+                self.last_bounds[(topic, p)] = (low, high)
                 if high > s and s < low:
                     raise _retention_error(self.servers, topic, p, s, low)
                 if s > high:
