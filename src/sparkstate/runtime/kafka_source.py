@@ -16,6 +16,8 @@ generator does); unpacked, it gives the events themselves (the columns of the sp
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import os
 import time
@@ -38,6 +40,9 @@ KAFKA_FORMAT = "sparkstate_kafka"
 #: in plans and logs: the client settings, which may hold a SASL password, travel under such a key
 SECRET_OPTIONS = "client_secret_options"
 START_FILE = "kafka-start.json"
+#: a chunk of records some of which are not events is halved down to pieces of this many, and
+#: only the pieces holding such records are read record by record
+SPLIT_MIN = 2048
 
 
 @dataclass(frozen=True)
@@ -197,6 +202,15 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._book.close()
 
 
+def _message_value() -> Any:
+    from confluent_kafka import Message
+
+    return Message.value
+
+
+_VALUE = _message_value()
+
+
 class RecordDecoder:
     """Messages into events of the source's schema, with dead letters for those that are not."""
 
@@ -217,15 +231,36 @@ class RecordDecoder:
         self.binary_value = self.format == "raw" and pa.types.is_binary(self.schema.field("value").type)
 
     def __call__(self, msgs: list[Any]) -> tuple[pa.RecordBatch, list[dict[str, str]], Sequence[str] | None]:
-        values = [m.value() for m in msgs]
+        values = list(map(_VALUE, msgs))  # in C: a Python step per record costs as much as parsing it
         if self.parser is None:
             if not self.binary_value:
                 values = [None if v is None else v.decode("utf-8", errors="replace") for v in values]
             events = pa.RecordBatch.from_arrays([pa.array(values, self.schema.field("value").type)], names=["value"])
             return self.meta.add(events, msgs, self.schema), [], None
+        parts = list(self._parts(msgs, values))
+        if len(parts) == 1:
+            return parts[0]
+        raws = _Chain([p[2] for p in parts])
+        return pa.concat_batches([p[0] for p in parts]), [d for p in parts for d in p[1]], raws
+
+    def _parts(self, msgs: list[Any], values: list[Any]) -> Iterator[tuple[pa.RecordBatch, list[dict[str, str]], Sequence[str]]]:
+        """The records as one block of text (:meth:`LineParser.parse_values`); a block some
+        record of which is not an event in halves, down to :data:`SPLIT_MIN` records, which are
+        read record by record: a malformed record costs its piece, not its whole chunk."""
+        assert self.parser is not None
         events = self.parser.parse_values(values)
         if events is not None:  # every record an event: no string made of each (raws on demand)
-            return self.meta.add(events, msgs, self.schema), [], _Texts(values)
+            yield self.meta.add(events, msgs, self.schema), [], _Texts(values)
+        elif len(values) >= 2 * SPLIT_MIN:
+            mid = len(values) // 2
+            yield from self._parts(msgs[:mid], values[:mid])
+            yield from self._parts(msgs[mid:], values[mid:])
+        else:
+            yield self.each(msgs, values)
+
+    def each(self, msgs: list[Any], values: list[Any]) -> tuple[pa.RecordBatch, list[dict[str, str]], list[str]]:
+        """Record by record (the parser's rules themselves; its block reading where it can)."""
+        assert self.parser is not None
         lines: list[str | None] = []
         placed: list[tuple[int, dict[str, str]]] = []  # (index in msgs, dead letter)
         for i, v in enumerate(values):
@@ -243,6 +278,27 @@ class RecordDecoder:
         if len(kept) != len(msgs):
             msgs = [msgs[i] for i in kept]
         return self.meta.add(events, msgs, self.schema), dead, raws
+
+
+class _Chain(Sequence[str]):
+    """The raw texts of consecutive pieces' events as one sequence."""
+
+    def __init__(self, parts: list[Sequence[str]]) -> None:
+        self._parts = parts
+        self._starts = list(itertools.accumulate((len(p) for p in parts), initial=0))
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        at = bisect.bisect_right(self._starts, i) - 1
+        return self._parts[at][i - self._starts[at]]
 
 
 class _Texts(Sequence[str]):
