@@ -405,7 +405,7 @@ def fetch(
             if chunk:
                 # one partition's messages come in offset order: those at or past the end are cut off
                 if (chunk[-1].offset() or 0) >= end:
-                    chunk = chunk[: bisect.bisect_left(chunk, end, key=Message.offset)]
+                    chunk = chunk[: bisect.bisect_left(chunk, end, key=_offset_of)]
                     pos = end
                 else:
                     pos = (chunk[-1].offset() or 0) + 1
@@ -433,6 +433,10 @@ def fetch(
                     )
     finally:
         consumer.close()
+
+
+def _offset_of(msg: Any) -> int:
+    return msg.offset() or 0
 
 
 def _low(consumer: Any, topic: str, part: int) -> int | None:
