@@ -140,7 +140,7 @@ class OffsetBook:
         self._admin: Any = None
         self._no_ids = False
         #: a partition's first record's description by (topic, partition, offset), and the consumer that reads it
-        self._firsts: dict[tuple[str, int, int], str] = {}
+        self._firsts: dict[tuple[str, int, int], str | None] = {}
         self._peek: Any = None
         self.waiting: int | None = None
         #: each partition's (earliest, last stable) offsets as :meth:`latest` last found them
@@ -177,29 +177,35 @@ class OffsetBook:
         self._no_ids = not out
         return out
 
-    def first(self, topic: str, part: int, low: int) -> str | None:
-        """What the record at ``low`` (a partition's earliest offset) is: its timestamp and a
-        CRC of its key and value, kept per offset (a topic's first record is read once)."""
+    def first(self, topic: str, part: int, low: int, high: int) -> str | None:
+        """What the first record at or after ``low`` (a partition's earliest offset) and below
+        ``high`` is: its offset, timestamp and a CRC of its key and value; None when the range
+        holds no record (transaction markers, aborted records). Kept per offset: read once."""
         import zlib
 
         from confluent_kafka import Consumer, TopicPartition
 
-        known = self._firsts.get((topic, part, low))
-        if known is not None:
-            return known
+        if (topic, part, low) in self._firsts:
+            return self._firsts[(topic, part, low)]
         if self._peek is None:
-            self._peek = Consumer(consumer_config(self.servers, self._options, self.group))
-        self._peek.assign([TopicPartition(topic, part, low)])
+            # one record wanted: no fetching ahead
+            small = {"queued.min.messages": 1, "max.partition.fetch.bytes": 65536}
+            self._peek = Consumer(consumer_config(self.servers, {**self._options, **small}, self.group))
+        tp = TopicPartition(topic, part, low)
+        self._peek.assign([tp])
+        found: str | None = None
         deadline = time.monotonic() + METADATA_TIMEOUT_S
         while time.monotonic() < deadline:
-            for msg in self._peek.consume(1, timeout=0.2):
-                if msg.error() is None and msg.offset() == low:
-                    crc = zlib.crc32(msg.value() or b"", zlib.crc32(msg.key() or b""))
-                    self._firsts[(topic, part, low)] = found = f"{msg.timestamp()[1]}:{crc:08x}"
-                    return found
-                if msg.error() is None:  # a marker or an aborted record at low: the next record stands for it
-                    low = msg.offset()
-        return None  # nothing to tell by (an empty range, markers only)
+            msgs = [m for m in self._peek.consume(1, timeout=0.2) if m.error() is None]
+            if msgs:
+                msg = msgs[0]
+                crc = zlib.crc32(msg.value() or b"", zlib.crc32(msg.key() or b""))
+                found = f"{msg.offset()}:{msg.timestamp()[1]}:{crc:08x}"
+                break
+            if self._peek.position([tp])[0].offset >= high:  # markers and aborted records only
+                break
+        self._firsts[(topic, part, low)] = found
+        return found
 
     def all_bounds(self) -> dict[tuple[str, int], tuple[int, int]]:
         return {(t, p): self.bounds(t, p) for t in self.topics for p in self.partitions(t)}
@@ -214,7 +220,7 @@ class OffsetBook:
         firsts: dict[str, dict[str, list]] = {}
         for (topic, part), (low, high) in bounds.items():
             if high > low:
-                what = self.first(topic, part, low)
+                what = self.first(topic, part, low, high)
                 if what is not None:
                     firsts.setdefault(topic, {})[str(part)] = [low, what]
         return {"firsts": firsts} if firsts else {}
@@ -242,7 +248,7 @@ class OffsetBook:
                 if now_low < int(low):
                     out[t] = f"partition {part} now starts at offset {now_low}, before offset {low} where it started"
                     break
-                if now_low == int(low) and high > now_low and self.first(t, int(part), now_low) not in (what, None):
+                if now_low == int(low) and high > now_low and self.first(t, int(part), now_low, high) not in (what, None):
                     out[t] = (f"the record at offset {low} of partition {part} is not the one it was (its timestamp "
                               "and content differ)")
                     break
