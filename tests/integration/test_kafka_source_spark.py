@@ -288,7 +288,8 @@ def test_a_topic_deleted_and_created_again_since_a_checkpoint_or_savepoint_is_re
     source = KafkaSource(kafka_broker.servers, topic, SCHEMA)
     ck = tmp_path / "ck"
     job, first, _ = tally_job(source)
-    assert job.run(checkpoint_dir=ck, spark=spark, timeout=120, until=lambda r: len(first.rows()) >= 3).completed
+    assert job.run(checkpoint_dir=ck, spark=spark, timeout=120,
+                   until=lambda r: r.batches >= 1 and len(first.rows()) >= 3).completed
     take_savepoint(str(ck), target=str(tmp_path / "sp"), spark=spark)
 
     # stopped; the topic deleted and created again with more records than the checkpoint read
