@@ -20,9 +20,13 @@ RocksDB) runs, each row in its own process after an unmeasured warm-up run:
 * ``generator -> kafka``: the generator into that sink (the sink's cost alone).
 
 Every row reads about ``--max-batch`` events per micro-batch. Peak memory is the resident
-memory of the measured process with its JVM and Python workers (the broker not counted); the
-broker's CPU seconds during the row (its warm-up run included) are shown beside it, since the
-broker shares the machine's cores with the job.
+memory of the measured process with its JVM and Python workers (the broker not counted). The
+measured run's CPU seconds are shown apart: the job's (that process, its JVM and Python
+workers, from ``/proc``) and the broker's, which shares the machine's cores with the job; so
+the sink's own cost shows as the job CPU of ``kafka -> kafka`` over ``kafka -> noop`` (and of
+``generator -> kafka`` over ``generator -> noop``). The Kafka source is compared with the JSON
+file source of the same run: the same events, read the same way but for where the bytes come
+from.
 """
 
 from __future__ import annotations
@@ -85,7 +89,25 @@ def _job(args: argparse.Namespace, events: int, ckpt: Path):
     )
 
 
+def _tree_cpu_seconds(root: int) -> float:
+    """CPU seconds of ``root`` and every process below it (the JVM, Python workers), with the
+    CPU of their children that have ended (``/proc``'s cutime and cstime)."""
+    from sparkstate.metrics.memory import _children
+
+    tree, total, stack = _children(), 0.0, [root]
+    while stack:
+        pid = stack.pop()
+        try:
+            total += _cpu_seconds(pid, children=True)
+        except (OSError, ValueError, IndexError):
+            pass
+        stack.extend(tree.get(pid, ()))
+    return total
+
+
 def child_throughput(args: argparse.Namespace) -> dict:
+    import os
+
     spark = _session()
 
     def once(events: int, ckpt: Path) -> dict:
@@ -96,7 +118,24 @@ def child_throughput(args: argparse.Namespace) -> dict:
         result = job.run(checkpoint_dir=ckpt, spark=spark, until=lambda r: r.events >= events, timeout=3600)
         return _figures(result)
 
-    return measure(once, args.events, args.warmup)
+    cpu: dict[str, float] = {}
+
+    def measured(events: int, ckpt: Path) -> dict:
+        # the measured run's CPU (the warm-up's not): the job's processes, and the broker's beside them
+        if "warmup" not in ckpt.name:
+            cpu["job"], cpu["broker"] = -_tree_cpu_seconds(os.getpid()), -_broker_cpu(args)
+        result = once(events, ckpt)
+        if "warmup" not in ckpt.name:
+            cpu["job"] += _tree_cpu_seconds(os.getpid())
+            cpu["broker"] += _broker_cpu(args)
+        return result
+
+    result = measure(measured, args.events, args.warmup)
+    return {**result, "job_cpu": cpu["job"], "broker_cpu": cpu["broker"]}
+
+
+def _broker_cpu(args: argparse.Namespace) -> float:
+    return _cpu_seconds(args.broker_pid) if args.broker_pid else 0.0
 
 
 # --------------------------------------------------------------------------- parent side
@@ -142,13 +181,15 @@ def _write_input(kafka, args: argparse.Namespace, files: Path) -> tuple[str, int
     return topic, start_ms, time.monotonic() - started
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User and system CPU seconds process ``pid`` has used (Linux ``/proc``)."""
+def _cpu_seconds(pid: int, children: bool = False) -> float:
+    """User and system CPU seconds process ``pid`` has used (Linux ``/proc``); with
+    ``children``, also those of its children that ended and were waited for."""
     import os
 
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if children else 0)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 
@@ -167,6 +208,7 @@ def main() -> None:
     parser.add_argument("--topic", default="", help=argparse.SUPPRESS)
     parser.add_argument("--files", default="", help=argparse.SUPPRESS)
     parser.add_argument("--start-ms", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--broker-pid", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.child:
@@ -209,30 +251,44 @@ def main() -> None:
         table = Table(title="W1 by source and sink (each row: own process, after an unmeasured warm-up run)",
                       title_justify="left")
         broker = int((Path(kafka.dir) / "broker.pid").read_text())
+        common += ["--broker-pid", str(broker)]
         for col in ("source -> sink", "events", "batches", "wall s", "events/s", "events/s after 1st batch",
-                    "peak memory", "broker CPU s"):
+                    "peak memory", "job CPU s", "broker CPU s"):
             table.add_column(col, justify="left" if col == "source -> sink" else "right")
         results = {}
         for name, engine in rows:
             console.print(f"  running {name} ...")
-            cpu = _cpu_seconds(broker)
             r = run_child(HERE, [*common, "--engine", engine])
             assert isinstance(r, dict)
-            cpu = _cpu_seconds(broker) - cpu  # the warm-up run's too
             results[engine] = r
             table.add_row(
                 name, f"{r['events']:,}", str(r["batches"]), f"{r['seconds']:.1f}", f"{r['events'] / r['seconds']:,.0f}",
-                f"{r['steady']:,.0f}" if r.get("steady") else "-", mb(r["peak_bytes"]), f"{cpu:.1f}",
+                f"{r['steady']:,.0f}" if r.get("steady") else "-", mb(r["peak_bytes"]), f"{r['job_cpu']:.1f}",
+                f"{r['broker_cpu']:.1f}",
             )
         console.print(table)
-        base = results.get("generator")
+        console.print("job CPU s: the measured run's processes (driver, JVM, Python workers); broker CPU s: the broker's "
+                      "during that run. Both share the machine's cores.")
+        rates = {e: r["events"] / r["seconds"] for e, r in results.items()}
+        if "files" in rates and "kafka" in rates:
+            ratio = rates["kafka"] / rates["files"]
+            console.print(f"Kafka source / JSON file source throughput: {ratio:.2f} ({ratio - 1:+.0%}); peak memory "
+                          f"{mb(results['kafka']['peak_bytes'])} against {mb(results['files']['peak_bytes'])}; job CPU per "
+                          f"1,000,000 events {results['kafka']['job_cpu'] / results['kafka']['events'] * 1e6:.1f} s against "
+                          f"{results['files']['job_cpu'] / results['files']['events'] * 1e6:.1f} s")
+        for sink, source in (("kafka-kafka", "kafka"), ("generator-kafka", "generator")):
+            if sink in results and source in results:
+                a, b = results[sink], results[source]
+                per = 1e6 / a["events"]
+                console.print(
+                    f"exactly-once sink ({sink} against {source}): job CPU {(a['job_cpu'] - b['job_cpu']) * per:+.1f} s and "
+                    f"broker CPU {(a['broker_cpu'] - b['broker_cpu']) * per:+.1f} s per 1,000,000 events")
+        base = rates.get("generator")
         if base:
-            rate = base["events"] / base["seconds"]
             for engine, what in (("kafka", "Kafka source"), ("kafka-kafka", "Kafka source and sink"),
                                  ("generator-kafka", "Kafka sink"), ("files", "file source")):
-                r = results.get(engine)
-                if r:
-                    ratio = r["events"] / r["seconds"] / rate
+                if engine in rates:
+                    ratio = rates[engine] / base
                     console.print(f"{what} / generator throughput: {ratio:.2f} (costs {1 - ratio:.0%} of it)")
     finally:
         kafka.remove()

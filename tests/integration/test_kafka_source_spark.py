@@ -275,3 +275,39 @@ def test_a_failed_batch_replays_new_partitions_are_read_bad_records_are_dead_let
     assert records(restored) == sorted((r["part"], r["offset"]) for r in after)
     assert counts(restored) == {k: sorted(v) for k, v in counts(MemorySink(batches={0: after})).items()}
     assert result.events == 7  # its own records (offsets 4 to 8 and the new partition's 2), not the savepoint's
+
+
+# ------------------------------------------------------------------ (h) a topic deleted and created again
+
+
+def test_a_topic_deleted_and_created_again_since_a_checkpoint_or_savepoint_is_refused(spark, kafka_broker, tmp_path):
+    from confluent_kafka.admin import NewTopic
+
+    topic = kafka_broker.new_topic("again", 1)
+    produce(kafka_broker, topic, pay(3), partition=0)
+    source = KafkaSource(kafka_broker.servers, topic, SCHEMA)
+    ck = tmp_path / "ck"
+    job, first, _ = tally_job(source)
+    assert job.run(checkpoint_dir=ck, spark=spark, timeout=120,
+                   until=lambda r: r.batches >= 1 and len(first.rows()) >= 3).completed
+    take_savepoint(str(ck), target=str(tmp_path / "sp"), spark=spark)
+
+    # stopped; the topic deleted and created again with more records than the checkpoint read
+    admin = kafka_broker.admin()
+    admin.delete_topics([topic])[topic].result()
+    admin.create_topics([NewTopic(topic, 1)])[topic].result()
+    produce(kafka_broker, topic, pay(5, 10), partition=0)
+
+    for resume in ({"checkpoint_dir": ck}, {"checkpoint_dir": tmp_path / "restored", "from_savepoint": str(tmp_path / "sp")}):
+        job, sink, _ = tally_job(source)
+        with pytest.raises(JobFailedError, match=rf"topic {topic!r} on Kafka at \S+ was deleted and created again since "
+                           r"the (checkpoint|savepoint).*--fresh.*starting_if_recreated"):
+            job.run(spark=spark, timeout=120, until=lambda r: r.batches >= 1, **resume)
+        assert sink.rows() == []
+
+    # told where to read the new topic from, the checkpoint goes on with its state
+    told = KafkaSource(kafka_broker.servers, topic, SCHEMA, starting_if_recreated="earliest")
+    job, sink, _ = tally_job(told)
+    assert job.run(checkpoint_dir=ck, spark=spark, timeout=120, until=lambda r: len(sink.rows()) >= 5).completed
+    assert records(sink) == [(0, o) for o in range(5)]
+    assert counts(sink)["m0"][0] == 2  # m0 had one event before: its state was kept

@@ -16,6 +16,8 @@ generator does); unpacked, it gives the events themselves (the columns of the sp
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import os
 import time
@@ -27,7 +29,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from sparkstate.api.schema import Schema
-from sparkstate.connectors.kafka.reader import CHUNK, OffsetBook, RecordColumns, fetch, ranges
+from sparkstate.connectors.kafka.reader import CHUNK, OffsetBook, RecordColumns, fetch, ranges, recreated_error
 from sparkstate.connectors.kafka.source import DEFAULT_GROUP, KafkaSource, split_columns
 from sparkstate.connectors.text import LineParser
 from sparkstate.engine.events import PACKED_SCHEMA
@@ -38,6 +40,9 @@ KAFKA_FORMAT = "sparkstate_kafka"
 #: in plans and logs: the client settings, which may hold a SASL password, travel under such a key
 SECRET_OPTIONS = "client_secret_options"
 START_FILE = "kafka-start.json"
+#: a chunk of records some of which are not events is halved down to pieces of this many, and
+#: only the pieces holding such records are read record by record
+SPLIT_MIN = 2048
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,10 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.client_options: dict[str, Any] = json.loads(options.get(SECRET_OPTIONS) or "{}")
         self.group = options.get("group") or DEFAULT_GROUP
         self.max_records = int(options["max_records"]) if options.get("max_records") else None
+        #: where a topic deleted and created again since the offsets were logged is read from
+        #: (empty: such a topic is an error)
+        self.if_recreated = options.get("starting_if_recreated") or ""
+        self._checked = self._planned = False
         self._book: OffsetBook | None = None
 
     def __getstate__(self) -> dict:
@@ -87,15 +96,42 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._book = OffsetBook(self.servers, self.topics, self.client_options, self.group)
         return self._book
 
+    def _where(self, savepoint: bool) -> str:
+        """The checkpoint (or savepoint) whose offsets are read on, for messages."""
+        if savepoint:
+            return "the savepoint this run restores"
+        path = self.options.get("start_file")
+        return f"the checkpoint {os.path.dirname(os.path.dirname(path))}" if path else "the checkpoint"
+
+    def _recreated(self, offset: dict) -> dict[str, dict[str, int]]:
+        """The topics of ``offset`` deleted and created again since it was logged, each with
+        where it is now read from (``starting_if_recreated``); an error when that is not set."""
+        # topic ids at every batch (one request); first records once a run, where the job resumes
+        changed = self.book.recreated(offset, firsts=not self._planned)
+        self._planned = True
+        if changed and not self.if_recreated:
+            topic, why = next(iter(changed.items()))
+            raise recreated_error(self.servers, topic, why, self._where(bool(offset.get("savepoint"))),
+                                  offset["topics"].get(topic, {}))
+        if not changed:
+            return {}
+        fresh = OffsetBook(self.servers, list(changed), self.client_options, self.group)
+        try:
+            return fresh.initial(self.if_recreated)
+        finally:
+            fresh.close()
+
     def initialOffset(self) -> dict:
         given = self.options.get("start_offsets")
-        if given:  # a restored savepoint's position
-            return {"topics": json.loads(given)}
+        if given:  # a restored savepoint's position, with its topics' ids (none in older savepoints)
+            saved = json.loads(self.options.get("start_fingerprint") or "{}")
+            return {"topics": json.loads(given), **saved, "savepoint": True}
         path = self.options.get("start_file")
         if path and os.path.exists(path):
             with open(path) as f:
                 return json.load(f)
-        start = {"topics": self.book.initial(self.options.get("starting") or "earliest")}
+        start = {"topics": self.book.initial(self.options.get("starting") or "earliest"),
+                 **self.book.fingerprint(self.book.all_bounds())}
         if path:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path + ".tmp", "w") as f:
@@ -104,19 +140,32 @@ class KafkaStreamReader(DataSourceStreamReader):
         return start
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
-        begin = (start or self.initialOffset())["topics"]
+        base = start or self.initialOffset()
+        # a topic deleted and created again since ``base`` was logged: an error, or read from
+        # where the user asked (that batch's end carries its start, as a first batch's does)
+        moved = self._recreated(base)
+        begin = {**base["topics"], **moved}
         end = self.book.latest(begin, self.max_records)
-        if start is not None and end == start.get("topics"):
+        if start is not None and end == start.get("topics") and not moved:
             return start  # an offset that differs would make Spark run an empty batch
-        # the wall clock rides with the offsets Spark logs: a replay reads the same processing time
-        offset: dict[str, Any] = {"topics": end, "now": int(time.time() * 1000), "waiting": self.book.waiting}
-        if start is None or "now" not in start:
+        # the wall clock rides with the offsets Spark logs: a replay reads the same processing time;
+        # the topics' ids, so that a topic deleted and created again is not read on from them
+        offset: dict[str, Any] = {"topics": end, "now": int(time.time() * 1000), "waiting": self.book.waiting,
+                                  **self.book.fingerprint(self.book.last_bounds)}
+        if start is None or "now" not in start or moved:
             # a checkpoint's first batch starts at initialOffset(), which progress reports do not
             # give: its end carries its start, to count its records
             offset["initial"] = begin
         return offset
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        # a batch logged before a stop and replayed after it: its topics must still be those it planned
+        if not self._checked:  # once a run: a replay after a restart (a running job's next offsets were checked)
+            self._checked = True
+            changed = self.book.recreated(end)
+            if changed:
+                topic, why = next(iter(changed.items()))
+                raise recreated_error(self.servers, topic, why, self._where(False), start.get("topics", {}).get(topic, {}))
         now = end.get("now")
         # a checkpoint's first batch logged where it starts: a replay of it starts there too,
         # whatever initialOffset() says now (``starting="latest"`` or a time, resolved again)
@@ -153,6 +202,15 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._book.close()
 
 
+def _message_value() -> Any:
+    from confluent_kafka import Message
+
+    return Message.value
+
+
+_VALUE = _message_value()
+
+
 class RecordDecoder:
     """Messages into events of the source's schema, with dead letters for those that are not."""
 
@@ -173,15 +231,36 @@ class RecordDecoder:
         self.binary_value = self.format == "raw" and pa.types.is_binary(self.schema.field("value").type)
 
     def __call__(self, msgs: list[Any]) -> tuple[pa.RecordBatch, list[dict[str, str]], Sequence[str] | None]:
-        values = [m.value() for m in msgs]
+        values = list(map(_VALUE, msgs))  # in C: a Python step per record costs as much as parsing it
         if self.parser is None:
             if not self.binary_value:
                 values = [None if v is None else v.decode("utf-8", errors="replace") for v in values]
             events = pa.RecordBatch.from_arrays([pa.array(values, self.schema.field("value").type)], names=["value"])
             return self.meta.add(events, msgs, self.schema), [], None
+        parts = list(self._parts(msgs, values))
+        if len(parts) == 1:
+            return parts[0]
+        raws = _Chain([p[2] for p in parts])
+        return pa.concat_batches([p[0] for p in parts]), [d for p in parts for d in p[1]], raws
+
+    def _parts(self, msgs: list[Any], values: list[Any]) -> Iterator[tuple[pa.RecordBatch, list[dict[str, str]], Sequence[str]]]:
+        """The records as one block of text (:meth:`LineParser.parse_values`); a block some
+        record of which is not an event in halves, down to :data:`SPLIT_MIN` records, which are
+        read record by record: a malformed record costs its piece, not its whole chunk."""
+        assert self.parser is not None
         events = self.parser.parse_values(values)
         if events is not None:  # every record an event: no string made of each (raws on demand)
-            return self.meta.add(events, msgs, self.schema), [], _Texts(values)
+            yield self.meta.add(events, msgs, self.schema), [], _Texts(values)
+        elif len(values) >= 2 * SPLIT_MIN:
+            mid = len(values) // 2
+            yield from self._parts(msgs[:mid], values[:mid])
+            yield from self._parts(msgs[mid:], values[mid:])
+        else:
+            yield self.each(msgs, values)
+
+    def each(self, msgs: list[Any], values: list[Any]) -> tuple[pa.RecordBatch, list[dict[str, str]], list[str]]:
+        """Record by record (the parser's rules themselves; its block reading where it can)."""
+        assert self.parser is not None
         lines: list[str | None] = []
         placed: list[tuple[int, dict[str, str]]] = []  # (index in msgs, dead letter)
         for i, v in enumerate(values):
@@ -199,6 +278,27 @@ class RecordDecoder:
         if len(kept) != len(msgs):
             msgs = [msgs[i] for i in kept]
         return self.meta.add(events, msgs, self.schema), dead, raws
+
+
+class _Chain(Sequence[str]):
+    """The raw texts of consecutive pieces' events as one sequence."""
+
+    def __init__(self, parts: list[Sequence[str]]) -> None:
+        self._parts = parts
+        self._starts = list(itertools.accumulate((len(p) for p in parts), initial=0))
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        at = bisect.bisect_right(self._starts, i) - 1
+        return self._parts[at][i - self._starts[at]]
 
 
 class _Texts(Sequence[str]):
@@ -229,6 +329,7 @@ def kafka_options(spec: KafkaSource) -> dict[str, str]:
         "format": spec.format,
         "starting": spec.starting,
         "max_records": "" if spec.max_records_per_batch is None else str(spec.max_records_per_batch),
+        "starting_if_recreated": spec.starting_if_recreated or "",
         SECRET_OPTIONS: json.dumps(dict(spec.options)),
     }
 
@@ -250,6 +351,7 @@ class _Kafka(_Binding):
         saved = (resumes(self.spec, start) or {}).get("source_offset")
         if isinstance(saved, dict) and isinstance(saved.get("topics"), dict):
             options["start_offsets"] = json.dumps(saved["topics"])
+            options["start_fingerprint"] = json.dumps({k: saved[k] for k in ("ids", "firsts") if k in saved})
         return self.raw(spark, scratch_dir, options)
 
     def restore_promise(self) -> str:

@@ -314,7 +314,7 @@ def test_a_replayed_first_batch_reads_what_its_first_attempt_read(kafka_broker, 
                "start_file": str(tmp_path / "kafka-start.json")}
     reader = KafkaStreamReader(options)
     start = reader.initialOffset()
-    assert start == {"topics": {topic: {"0": 1, "1": 0}}}
+    assert start["topics"] == {topic: {"0": 1, "1": 0}} and set(start) <= {"topics", "ids", "firsts"}
     for part in range(2):
         kafka_broker.produce(topic, [f"a{part}"], partition=part)
     end = reader.latestOffset(start, None)  # Spark logs it before the batch runs
@@ -331,7 +331,7 @@ def test_a_replayed_first_batch_reads_what_its_first_attempt_read(kafka_broker, 
     (tmp_path / "kafka-start.json").unlink()
     again = KafkaStreamReader(options)
     moved = again.initialOffset()
-    assert moved == {"topics": {topic: {"0": 3, "1": 1}}}
+    assert moved["topics"] == {topic: {"0": 3, "1": 1}}
     assert read(again, moved) == ["a0", "a1"]
     # the next batch starts at the logged end
     nxt = again.latestOffset(end, None)
@@ -349,3 +349,110 @@ def test_a_batch_counts_the_records_its_offsets_span():
     later = {"startOffset": json.dumps({"topics": {"t": {"0": 5, "1": 2}}}), "endOffset": {"topics": {"t": {"0": 9, "1": 2}}}}
     assert kafka_records(later) == 4
     assert kafka_records({"endOffset": json.dumps({"offset": 3})}) is None  # not a Kafka source's
+
+
+def test_a_topic_deleted_and_created_again_with_more_records_is_refused_unless_a_start_is_given(kafka_broker, tmp_path):
+    from confluent_kafka.admin import NewTopic
+
+    from sparkstate.runtime.kafka_source import KafkaStreamReader
+
+    topic = kafka_broker.new_topic("again", 2)
+    for part in range(2):
+        kafka_broker.produce(topic, [f"old{part}-{i}" for i in range(3)], partition=part)
+    spec = KafkaSource(kafka_broker.servers, topic, "value string", format="raw")
+    options = {**kafka_options(spec), "start_file": str(tmp_path / "ck" / "sparkstate-sources" / "kafka-start.json")}
+    run = KafkaStreamReader(options)
+    end = json.loads(json.dumps(run.latestOffset(run.initialOffset(), None)))  # as Spark logs it
+    assert end["topics"] == {topic: {"0": 3, "1": 3}}
+    run.stop()
+
+    # the job stops; the topic is deleted and created again, with more records than the offsets skip
+    admin = kafka_broker.admin()
+    admin.delete_topics([topic])[topic].result()
+    admin.create_topics([NewTopic(topic, 2)])[topic].result()
+    for part in range(2):
+        kafka_broker.produce(topic, [f"new{part}-{i}" for i in range(5)], partition=part)
+
+    # resumed from the checkpoint (the next batch after the logged one, or that batch replayed),
+    # or restored from a savepoint of it: refused, naming the topic, the checkpoint and the fixes
+    again = KafkaStreamReader(options)
+    with pytest.raises(SourceError) as err:
+        again.latestOffset(end, None)
+    text = str(err.value)
+    assert f"topic {topic!r} on Kafka at {kafka_broker.servers} was deleted and created again since the checkpoint " \
+           f"{tmp_path / 'ck'} read it" in text
+    assert "partition 0 at 3, partition 1 at 3" in text and "skip the new topic's first records" in text
+    assert "--fresh" in text and "starting=" in text and "starting_if_recreated='earliest'" in text
+    with pytest.raises(SourceError, match="was deleted and created again since the checkpoint"):
+        KafkaStreamReader(options).partitions({"topics": {topic: {"0": 0, "1": 0}}}, end)
+    saved = {**options, "start_offsets": json.dumps(end["topics"]),
+             "start_fingerprint": json.dumps({k: end[k] for k in ("ids", "firsts") if k in end})}
+    restored = KafkaStreamReader(saved)
+    with pytest.raises(SourceError, match="was deleted and created again since the savepoint this run restores read it"):
+        restored.latestOffset(restored.initialOffset(), None)
+    again.stop()
+    restored.stop()
+
+    # asked where to read the new topic from: its records from there, the batch's end carrying its start
+    spec = KafkaSource(kafka_broker.servers, topic, "value string", format="raw", starting_if_recreated="earliest")
+    told = KafkaStreamReader({**kafka_options(spec), "start_file": options["start_file"]})
+    nxt = told.latestOffset(end, None)
+    assert nxt["initial"] == {topic: {"0": 0, "1": 0}} and nxt["topics"] == {topic: {"0": 5, "1": 5}}
+    values = [v for p in told.partitions(end, nxt) for b in told.read(p) for v in b.column("value").to_pylist()]
+    assert values == [f"new{p}-{i}" for p in range(2) for i in range(5)]
+    # and the job goes on from there, with the new topic's fingerprint
+    kafka_broker.produce(topic, ["later"], partition=0)
+    assert told.latestOffset(json.loads(json.dumps(nxt)), None)["topics"] == {topic: {"0": 6, "1": 5}}
+    told.stop()
+    # an unchanged topic resumes as before
+    same = KafkaStreamReader({**kafka_options(spec), "start_file": options["start_file"]})
+    assert same.latestOffset(json.loads(json.dumps(nxt)), None)["topics"] == {topic: {"0": 6, "1": 5}}
+    same.stop()
+
+
+def test_values_parsed_as_blocks_give_the_events_and_dead_letters_of_the_record_by_record_reading(kafka_broker):
+    import random
+
+    from sparkstate.runtime.kafka_source import SPLIT_MIN
+
+    rng = random.Random(7)
+
+    def good() -> bytes:
+        event = {"k": rng.choice(["a", "b", "é", 'q"uote']), "v": rng.choice([1, 2.5, -0.25, 10**6]),
+                 "ts": rng.randrange(1_700_000_000_000, 1_800_000_000_000), "n": rng.choice([None, 3, -7])}
+        if rng.random() < 0.1:
+            event["extra"] = [1, {"x": "y"}]
+        return json.dumps(event, ensure_ascii=rng.random() < 0.5).encode()
+
+    bad = [None, b"", b"  ", b"not json", b'{"k": "a", "v": "ten"}', b'{"v": 1}', b'{"k": null, "v": 1}', b"[1, 2]",
+           b'{"k": "a", "v": 1, "n": 99999999999999999999}', b'{"k": "a",\n "v": 1}', b"\xff\xfe{", b'{"k": "a", "v": 1}\r',
+           b'{"k": "a", "ts": "2026-01-01T00:00:00Z"}', b'{"k": "a", "ts": "yesterday"}', b"[" * 300 + b"]" * 300,
+           b'{"k": "a", "v": 1e999}', b'\xef\xbb\xbf{"k": "a"}']
+    # chunks: every record an event (one block), one bad record among thousands (halved down to
+    # its piece), bad records everywhere (record by record)
+    chunks = [[good() for _ in range(3000)],
+              [good() for _ in range(5000)] + [b"not json"] + [good() for _ in range(4000)],
+              [rng.choice(bad) if rng.random() < 0.3 else good() for _ in range(2 * SPLIT_MIN + 700)]]
+    topic = kafka_broker.new_topic("blocks", 1)
+    p = Producer({"bootstrap.servers": kafka_broker.servers, "linger.ms": 5})
+    for value in (v for chunk in chunks for v in chunk):
+        key = rng.choice([None, b"k1", "ключ".encode()])
+        headers = rng.choice([None, [("h", b"1")], [("h", b"1"), ("h", b"2"), ("x", None)]])
+        p.produce(topic, value, key=key, partition=0, **({"headers": headers} if headers else {}))
+    assert p.flush(30) == 0
+    msgs = read_all(kafka_broker, topic, 0, 0, sum(map(len, chunks)))
+    schema = ("k string, v double, ts timestamp, n int, kafka_key string, kafka_offset bigint, "
+              "kafka_headers map<string,string>")
+    at = 0
+    for chunk in chunks:
+        piece, at = msgs[at : at + len(chunk)], at + len(chunk)
+        batched = decoder(schema, pack_keys='["k"]', pack_time_column="")
+        events, dead, raws = batched(piece)
+        one_by_one = decoder(schema, pack_keys='["k"]', pack_time_column="")
+        assert one_by_one.parser is not None
+        one_by_one.parser._fast = None  # the parser's rules line by line, no block reading
+        want_events, want_dead, want_raws = one_by_one.each(piece, [m.value() for m in piece])
+        assert events.to_pylist() == want_events.to_pylist()
+        assert dead == want_dead
+        assert list(raws or []) == list(want_raws) and len(raws or []) == events.num_rows
+    assert sum(len(decoder(schema, pack_keys='["k"]')(msgs[a : a + 3000])[1]) for a in range(0, len(msgs), 3000)) > 500

@@ -15,6 +15,10 @@ Invariants:
   never read) is an error naming the records lost, never a silent skip; so is one above the
   partition's end (the topic was created again, or starting offsets point past it), which
   would otherwise skip the records that arrive below it;
+* offsets of a topic that was deleted and created again since they were logged are refused
+  even when the new topic holds more records than they skip: every offset Spark logs carries
+  each topic's id (Kafka's topic id, a UUID the broker gives a topic when it creates it), and
+  a topic whose id is no longer that one is a different topic;
 * a partition that appears between two batches starts at offset 0 (its first record), in
   every batch that reads it, so replays agree.
 
@@ -27,6 +31,7 @@ No pyspark here: the unit tests run it against the broker without Spark.
 
 from __future__ import annotations
 
+import bisect
 import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -50,6 +55,11 @@ DOWN_GRACE_S = 2.0
 PROBE_S = 0.5
 #: records handed on per Arrow batch while a range is read
 CHUNK = 100_000
+#: librdkafka's fetch settings for reading a range (a user's options override them): answers of
+#: up to 16 MB a partition (the default, 1 MB, is about 8,000 records of 120 bytes: a round trip
+#: to the broker each), and two chunks fetched ahead of the one the task parses (at most 128 MB)
+FETCH_SETTINGS = {"max.partition.fetch.bytes": 16 << 20, "fetch.max.bytes": 64 << 20,
+                  "queued.min.messages": 2 * CHUNK, "queued.max.messages.kbytes": 128 << 10}
 
 
 class _Down:
@@ -94,6 +104,19 @@ def _retention_error(servers: str, topic: str, part: int | str, start: int, low:
     )
 
 
+def recreated_error(servers: str, topic: str, why: str, where: str, offsets: Mapping[str, int]) -> SourceError:
+    """The error of offsets kept for a topic that has since been deleted and created again."""
+    at = ", ".join(f"partition {p} at {o}" for p, o in sorted(offsets.items(), key=lambda i: int(i[0])))
+    return SourceError(
+        f"topic {topic!r} on Kafka at {mask(servers)} was deleted and created again since {where} read it ({why}). "
+        f"The offsets kept there ({at or 'none'}) belong to the old topic: reading "
+        "on from them would skip the new topic's first records silently. Either start a new checkpoint (`sparkstate "
+        "run --fresh`, or another checkpoint directory) with `starting=` set to where the new topic is to be read "
+        "from, or keep the job's state and say where the new topic is read from with "
+        "KafkaSource(..., starting_if_recreated='earliest') (or 'latest', a time, offsets)"
+    )
+
+
 def _behind_error(servers: str, topic: str, part: int | str, start: int, high: int) -> SourceError:
     return SourceError(
         f"topic {topic!r} partition {part} on Kafka at {mask(servers)} ends at offset {high}, before offset {start} "
@@ -113,10 +136,127 @@ class OffsetBook:
         self.servers, self.topics = servers, list(topics)
         self._down = _Down()
         self._consumer = Consumer(consumer_config(servers, options, group, self._down))
+        self._options, self.group = dict(options), group
+        self._admin: Any = None
+        self._no_ids = False
+        #: a partition's first record's description by (topic, partition, offset), and the consumer that reads it
+        self._firsts: dict[tuple[str, int, int], str | None] = {}
+        self._peek: Any = None
         self.waiting: int | None = None
+        #: each partition's (earliest, last stable) offsets as :meth:`latest` last found them
+        self.last_bounds: dict[tuple[str, int], tuple[int, int]] = {}
 
     def close(self) -> None:
         self._consumer.close()
+        if self._peek is not None:
+            self._peek.close()
+
+    def ids(self) -> dict[str, str]:
+        """Each topic's id (Kafka's topic id, which a topic deleted and created again does not
+        keep); empty when the broker gives none (noida-db; Kafka before 2.8), and then not
+        asked again."""
+        from confluent_kafka import KafkaError, KafkaException, TopicCollection
+        from confluent_kafka.admin import AdminClient
+
+        if self._no_ids:
+            return {}
+        if self._admin is None:
+            self._admin = AdminClient(client_config(self.servers, self._options))
+        out: dict[str, str] = {}
+        try:
+            found = self._admin.describe_topics(TopicCollection(self.topics), request_timeout=METADATA_TIMEOUT_S)
+            for topic, future in found.items():
+                uuid = future.result().topic_id
+                if uuid is not None and (uuid.get_most_significant_bits() or uuid.get_least_significant_bits()):
+                    out[topic] = str(uuid)
+        except KafkaException as exc:
+            err: Any = exc.args[0] if exc.args else None
+            if getattr(err, "code", lambda: None)() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
+                return out  # ``partitions`` says so
+            raise SourceError(unreachable(self.servers, f"describing {', '.join(map(repr, self.topics))}", exc)) from None
+        self._no_ids = not out
+        return out
+
+    def first(self, topic: str, part: int, low: int, high: int) -> str | None:
+        """What the first record at or after ``low`` (a partition's earliest offset) and below
+        ``high`` is: its offset, timestamp and a CRC of its key and value; None when the range
+        holds no record (transaction markers, aborted records). Kept per offset: read once."""
+        import zlib
+
+        from confluent_kafka import Consumer, TopicPartition
+
+        if (topic, part, low) in self._firsts:
+            return self._firsts[(topic, part, low)]
+        if self._peek is None:
+            # one record wanted: no fetching ahead
+            small = {"queued.min.messages": 1, "max.partition.fetch.bytes": 65536}
+            self._peek = Consumer(consumer_config(self.servers, {**self._options, **small}, self.group))
+        tp = TopicPartition(topic, part, low)
+        self._peek.assign([tp])
+        found: str | None = None
+        deadline = time.monotonic() + METADATA_TIMEOUT_S
+        while time.monotonic() < deadline:
+            msgs = [m for m in self._peek.consume(1, timeout=0.2) if m.error() is None]
+            if msgs:
+                msg = msgs[0]
+                crc = zlib.crc32(msg.value() or b"", zlib.crc32(msg.key() or b""))
+                found = f"{msg.offset()}:{msg.timestamp()[1]}:{crc:08x}"
+                break
+            if self._peek.position([tp])[0].offset >= high:  # markers and aborted records only
+                break
+        self._firsts[(topic, part, low)] = found
+        return found
+
+    def all_bounds(self) -> dict[tuple[str, int], tuple[int, int]]:
+        return {(t, p): self.bounds(t, p) for t in self.topics for p in self.partitions(t)}
+
+    def fingerprint(self, bounds: Mapping[tuple[str, int], tuple[int, int]]) -> dict[str, Any]:
+        """What tells these topics from topics of the same names created later, for the offsets
+        Spark logs: Kafka's topic ids where the broker gives them, else each partition's
+        earliest offset and what its record there is (:meth:`first`)."""
+        ids = self.ids()
+        if ids:
+            return {"ids": ids}
+        firsts: dict[str, dict[str, list]] = {}
+        for (topic, part), (low, high) in bounds.items():
+            if high > low:
+                what = self.first(topic, part, low, high)
+                if what is not None:
+                    firsts.setdefault(topic, {})[str(part)] = [low, what]
+        return {"firsts": firsts} if firsts else {}
+
+    def recreated(self, saved: Mapping[str, Any], firsts: bool = True) -> dict[str, str]:
+        """The topics of offsets ``saved`` (as logged, with :meth:`fingerprint`'s keys) that
+        were deleted and created again since, each with how that shows. Offsets logged without
+        them (by an older version) say nothing; ``firsts=False`` compares topic ids only (a
+        request less per partition)."""
+        out: dict[str, str] = {}
+        if not saved.get("ids") and not (firsts and saved.get("firsts")):
+            return out
+        # a broker that is down is named within seconds, not after the topic description's timeout
+        self.reach(f"checking that {', '.join(map(repr, self.topics))} are the topics the offsets are of")
+        ids = saved.get("ids")
+        if isinstance(ids, Mapping) and ids:
+            now = self.ids()
+            for t in self.topics:
+                if t in ids and t in now and ids[t] != now[t]:
+                    out[t] = f"its topic id is now {now[t]}, was {ids[t]}"
+        known = saved.get("firsts") if firsts else None
+        for t in self.topics if isinstance(known, Mapping) else ():
+            for part, (low, what) in (known.get(t) or {}).items():  # type: ignore[union-attr]
+                parts = self.partitions(t)
+                if int(part) not in parts:
+                    out[t] = f"it has no partition {part} now (partitions {', '.join(map(str, parts))})"
+                    break
+                now_low, high = self.bounds(t, int(part))
+                if now_low < int(low):
+                    out[t] = f"partition {part} now starts at offset {now_low}, before offset {low} where it started"
+                    break
+                if now_low == int(low) and high > now_low and self.first(t, int(part), now_low, high) not in (what, None):
+                    out[t] = (f"the record at offset {low} of partition {part} is not the one it was (its timestamp "
+                              "and content differ)")
+                    break
+        return out
 
     def reach(self, doing: str) -> None:
         """Returns once a broker answers a metadata request; raises :class:`SourceError`
@@ -192,6 +332,7 @@ class OffsetBook:
         """The end of the next micro-batch from ``start``: each partition's last stable offset,
         scaled down to ``max_records`` in all (in proportion to each partition's lag)."""
         self.reach(f"finding the end of the next micro-batch of {', '.join(map(repr, self.topics))}")
+        self.last_bounds = {}
         ends: Offsets = {}
         lags: list[tuple[str, str, int, int]] = []
         for topic in self.topics:
@@ -200,6 +341,7 @@ class OffsetBook:
             for p in self.partitions(topic):
                 s = int(known.get(str(p), 0))
                 low, high = self.bounds(topic, p)
+                self.last_bounds[(topic, p)] = (low, high)
                 if high > s and s < low:
                     raise _retention_error(self.servers, topic, p, s, low)
                 if s > high:
@@ -243,19 +385,25 @@ def fetch(
     without a record (transaction markers, aborted records) are skipped as the consumer
     skips them; a range the broker no longer holds, or one that makes no progress for
     ``timeout_s`` seconds, raises :class:`SourceError`."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
     transient = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._PARTITION_EOF}
     down = _Down()
-    consumer = Consumer(consumer_config(servers, options, group, down))
+    # large fetches: a range is read whole, so the broker's answers may be as large as memory allows
+    consumer = Consumer(consumer_config(servers, {**FETCH_SETTINGS, **options}, group, down))
     try:
         consumer.assign([TopicPartition(topic, part, start)])
         pos, last_progress = start, time.monotonic()
         while pos < end:
-            chunk: list[Any] = []
-            for msg in consumer.consume(min(CHUNK, end - pos), timeout=0.5):
-                err = msg.error()
-                if err is not None:
+            chunk: list[Any] = consumer.consume(min(CHUNK, end - pos), timeout=0.5)
+            # the messages are looked at in C (map): a Python step per message costs as much as parsing it
+            if any(map(Message.error, chunk)):  # an error, or the partition's end: each message in turn
+                kept = []
+                for msg in chunk:
+                    err = msg.error()
+                    if err is None:
+                        kept.append(msg)
+                        continue
                     if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
                         low = _low(consumer, topic, part)
                         raise _retention_error(servers, topic, part, pos, low if low is not None else end)
@@ -263,12 +411,14 @@ def fetch(
                         continue
                     where = f"topic {topic!r} partition {part}"
                     raise SourceError(f"Kafka at {mask(servers)} failed reading {where}: {mask(err.str())}")
-                offset = msg.offset() or 0
-                if offset >= end:
+                chunk = kept
+            if chunk:
+                # one partition's messages come in offset order: those at or past the end are cut off
+                if (chunk[-1].offset() or 0) >= end:
+                    chunk = chunk[: bisect.bisect_left(chunk, end, key=_offset_of)]
                     pos = end
-                    break
-                chunk.append(msg)
-                pos = offset + 1
+                else:
+                    pos = (chunk[-1].offset() or 0) + 1
             if chunk:
                 last_progress = time.monotonic()
                 down.reset()
@@ -293,6 +443,10 @@ def fetch(
                     )
     finally:
         consumer.close()
+
+
+def _offset_of(msg: Any) -> int:
+    return msg.offset() or 0
 
 
 def _low(consumer: Any, topic: str, part: int) -> int | None:

@@ -142,7 +142,11 @@ class KafkaSource(TextLines):
     timestamp (epoch ms, ISO 8601 text or a datetime: each partition's first record at or after
     it, through the broker's offsets-for-times) or offsets ``{topic: {partition: offset}}``
     (partitions not named start at their earliest). A checkpoint that exists resumes where it
-    ended, whatever ``starting`` says. Partitions added to a topic while the job runs are read
+    ended, whatever ``starting`` says; so does a restored savepoint, at its offsets. A topic
+    deleted and created again since that checkpoint or savepoint (its Kafka topic id, or where
+    the broker gives none its first records, changed) is refused, since its offsets belong to
+    the old topic, unless ``starting_if_recreated`` (a position as ``starting`` takes) says
+    where the new topic is read from. Partitions added to a topic while the job runs are read
     from their first record. ``max_records_per_batch`` bounds one micro-batch, spread over the
     partitions by how far each is behind. ``options`` are librdkafka's settings (security:
     ``security.protocol``, ``sasl.mechanism``, ``sasl.username``, ``sasl.password``...), never
@@ -164,6 +168,7 @@ class KafkaSource(TextLines):
     max_records_per_batch: int | None = DEFAULT_MAX_RECORDS_PER_BATCH
     options: Mapping[str, Any] = field(default_factory=dict, repr=False)
     name: str = "kafka"
+    starting_if_recreated: Any = None
 
     guarantee: ClassVar[Guarantee] = Guarantee.EXACTLY_ONCE
     guarantee_why: ClassVar[str] = "replayable (per-partition Kafka offsets in the checkpoint)"
@@ -186,6 +191,8 @@ class KafkaSource(TextLines):
                 f"KafkaSource: max_records_per_batch must be a positive int or None, got {self.max_records_per_batch!r}"
             )
         object.__setattr__(self, "starting", starting_position(self.starting))
+        if self.starting_if_recreated is not None:
+            object.__setattr__(self, "starting_if_recreated", starting_position(self.starting_if_recreated))
         if self.starting.startswith("offsets:"):
             unknown = sorted(set(json.loads(self.starting.partition(":")[2])) - set(topics))
             if unknown:
