@@ -47,6 +47,10 @@ class Recent(list[T]):
         self.extend(items)
         return self
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickle would add the items before ``maxlen`` is set again
+        return Recent, (self.maxlen, list(self))
+
     def insert(self, index: SupportsIndex, item: T) -> None:
         super().insert(index, item)
         if len(self) > self.maxlen:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import pickle
 from pathlib import Path
 
 from rich.console import Console
@@ -107,6 +108,9 @@ def test_a_result_given_lists_keeps_them_bounded_and_summarises_them_as_before()
     assert len(result.progress) == len(result.checkpoints) == HISTORY and result.progress[0] == {"batchId": 5}
     result.progress += [{"batchId": -1}]
     assert len(result.progress) == HISTORY and result.progress[-1] == {"batchId": -1}
+    copied = pickle.loads(pickle.dumps(result))  # as a result sent from another process
+    copied.progress.append({"batchId": -2})
+    assert copied.progress[-2:] == [{"batchId": -1}, {"batchId": -2}] and len(copied.progress) == HISTORY
     assert checkpoint_summary(stats[:3]) == {
         "checkpoints": 3, "mean_duration_ms": 1.0, "max_duration_ms": 2, "mean_delta_bytes": 2.0,
         "last_full_bytes": None, "last_state_bytes": None, "kinds": [],
