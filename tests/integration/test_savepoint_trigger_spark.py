@@ -158,3 +158,32 @@ def test_a_database_sink_across_a_restore_writes_the_restored_batches_under_a_wr
     assert rows_after - rows_before == events - saved["source_offset"]["offset"]
     # resuming the restored checkpoint keeps its writer (its markers agree with its batches)
     assert job.run(checkpoint_dir=tmp_path / "ck2", from_savepoint=str(tmp_path / "sp")).already_complete
+
+
+def test_stop_with_savepoint_of_a_job_never_idle_lands_within_three_batches_of_the_request(spark, tmp_path):
+    """Batches back to back (interval 0, much input): the query is never between two triggers
+    when looked at, and a stop still comes after the batch running when it was asked."""
+    events = 20_000
+    job = running_sum(max_batch=50).with_checkpointing(interval=0).sink(ParquetSink(str(tmp_path / "a")))
+    ck = tmp_path / "ck"
+    out: dict = {}
+    runner = threading.Thread(target=lambda: out.setdefault("result", job.run(checkpoint_dir=ck)), daemon=True)
+    runner.start()
+    wait_for(lambda: len(committed(ck)) >= 2)
+    asked: list[int] = []  # the last committed batch once the request is posted
+    stop = savepoint_requests.savepoint(ck, stop=True, target=str(tmp_path / "sp"), wait=120, job=job.name,
+                                        on_wait=lambda _: asked.append(max(committed(ck))))
+    runner.join(timeout=120)
+    assert not runner.is_alive()
+    result = out["result"]
+    assert stop["stopped"] and result.stopped_with_savepoint and not result.completed
+    assert stop["batch"] <= asked[0] + 3, (stop["batch"], asked)
+    assert stop["batch"] == max(committed(ck)) == max(planned(ck)) and not result.warnings
+    assert stop["source_offset"]["offset"] < events  # stopped by the request, not by the input's end
+
+    # the rest in one batch: every row of the input once across the two runs
+    restored = running_sum().sink(ParquetSink(str(tmp_path / "b")))
+    again = restored.run(checkpoint_dir=tmp_path / "ck-b", from_savepoint=stop["location"])
+    assert again.completed and again.events == events - stop["source_offset"]["offset"]
+    same_rows(spark_output(spark, tmp_path / "a") + spark_output(spark, tmp_path / "b"),
+              harness_like_spark(running_sum(), events))

@@ -14,8 +14,9 @@ own folder (``sparkstate/``):
   the savepoint's metadata, or ``failed`` with the error.
 
 The run looks for a request between two looks at its query's progress (``run_loop.py``),
-takes it (deleting the file), and answers. A stop waits for the query to be between two
-batches and stops it there (:func:`stop_between_batches`): the savepoint is then the state,
+takes it (deleting the file), and answers. A stop waits for the query's running batch to
+commit (or for it to be idle) and stops it there, running to its end a batch the stop
+interrupted (:func:`stop_between_batches`): the savepoint is then the state,
 timers, watermark and source offsets of the last batch the sinks wrote, so a restored run
 writes nothing twice and misses nothing. A request nobody waits for any more (its asker gave
 up) is dropped unanswered; when the run ends before it answers, the asker takes the savepoint
@@ -45,8 +46,8 @@ RESPONSE_FILE = "savepoint-response.json"
 DEFAULT_WAIT_SECONDS = 600.0
 #: how long a request may be gone unanswered before the asker leaves it again
 LOST_REQUEST_SECONDS = 5.0
-#: how long a stop waits for the query to be between two batches before it stops it anyway
-#: (and runs the batch it interrupted to its end)
+#: how long a stop waits for the query to be between two batches (idle, or its batch just
+#: committed) before it stops it anyway, inside a batch that long (and runs that batch to its end)
 IDLE_WAIT_SECONDS = 30.0
 
 
@@ -188,16 +189,28 @@ def interrupted_batch(checkpoint: CheckpointDir) -> int | None:
     return planned
 
 
+def _trigger_ended(query: Any) -> tuple[Any, Any] | None:
+    """Which trigger the query last finished (its last progress report's batch and time)."""
+    p = query.lastProgress
+    return None if p is None else (p["batchId"], p["timestamp"])
+
+
 def _wait_idle(query: Any, seconds: float) -> None:
-    """Until the query is between two batches (or ``seconds`` pass)."""
+    """Until the query is between two batches: it is idle, or a trigger ended since the call
+    (a batch committed; with batches back to back the next one starts at once, and a stop may
+    interrupt it), or ``seconds`` passed (a batch that long is interrupted)."""
     deadline = time.monotonic() + seconds
+    try:
+        before = _trigger_ended(query)
+    except Exception:
+        return  # the query stopped meanwhile
     while query.isActive and time.monotonic() < deadline:
         try:
-            if not query.status.get("isTriggerActive", True):
+            if not query.status.get("isTriggerActive", True) or _trigger_ended(query) != before:
                 return
         except Exception:
             return
-        time.sleep(0.005)
+        time.sleep(0.01)
 
 
 def stop_between_batches(
@@ -209,11 +222,12 @@ def stop_between_batches(
     attempts: int = 3,
     batch_wait: float = 600.0,
 ) -> tuple[Any, str | None]:
-    """Stop ``query`` after a committed batch, before another starts: it is stopped when it is
-    between two batches (or after ``idle_wait`` seconds, when batches follow each other without
-    a pause); a batch the stop interrupted anyway (planned in the offset log, not committed,
-    maybe partly written by a sink) is run to its end by ``run_one_batch()`` (the query started
-    again with a trigger of one batch, which runs exactly the interrupted one). Returns the last
+    """Stop ``query`` after a committed batch: it is stopped as soon as it is idle or the batch
+    it runs commits (or after ``idle_wait`` seconds of one batch), so a job whose batches follow
+    each other without a pause stops within two batches too. A batch the stop interrupted
+    (planned in the offset log, not committed, maybe partly written by a sink: with batches back
+    to back, the next one has often started) is run to its end by ``run_one_batch()`` (the query
+    started again with a trigger of one batch, which runs exactly the interrupted one). Returns the last
     query (stopped; a failed one carries its exception) and a warning when the batch could not
     be completed in ``attempts`` tries."""
     for _ in range(attempts):

@@ -107,6 +107,42 @@ def test_a_stop_waits_for_the_gap_between_batches_and_completes_a_batch_it_inter
     assert warning is not None and "the stop interrupted batch 2" in warning and "savepoint is of batch 1" in warning
 
 
+class BusyQuery:
+    """A query whose batches follow each other without a pause: never idle, and a batch
+    commits at every third look at it (its status or its last progress report)."""
+
+    def __init__(self) -> None:
+        self.looks, self.isActive, self.stopped_at = 0, True, -1
+
+    def _look(self) -> int:
+        self.looks += 1
+        return self.looks // 3
+
+    @property
+    def status(self) -> dict:
+        self._look()
+        return {"isTriggerActive": True}
+
+    @property
+    def lastProgress(self) -> dict:  # noqa: N802 (Spark's name)
+        batch = self._look()
+        return {"batchId": batch, "timestamp": f"2026-11-28T12:00:{batch:02}.000Z"}
+
+    def stop(self) -> None:
+        self.isActive, self.stopped_at = False, self.looks // 3
+
+    def exception(self) -> None:
+        return None
+
+
+def test_a_stop_of_a_job_that_is_never_idle_comes_after_its_next_committed_batch(tmp_path):
+    ck = checkpoint_of(tmp_path)
+    query = BusyQuery()
+    last, warning = requests.stop_between_batches(query, lambda: pytest.fail("nothing to complete"), ck, idle_wait=1.0)
+    assert last is query and warning is None
+    assert query.stopped_at == 1  # the batch running when asked committed: stopped there, not batches later
+
+
 def test_an_asker_gets_the_running_jobs_answer(tmp_path):
     ck = checkpoint_of(tmp_path)
     with ck.lock("running-sum"):  # the run
