@@ -646,7 +646,8 @@ class FilesStreamReader(DataSourceStreamReader):
         self.start = start or BEFORE_ALL
         #: the files each end offset this reader planned took (partitions() of that batch reads them)
         self._planned: dict[tuple[int, str], list[ListedFile]] = {}
-        #: every path listed so far (a path first seen behind the position is a late file)
+        #: the paths of the last listing (a path new since then, behind the position, is a late
+        #: file); the last listing only, so the set is as large as the directory, not its history
         self._seen: set[str] | None = None
 
     def initialOffset(self) -> dict:
@@ -687,7 +688,7 @@ class FilesStreamReader(DataSourceStreamReader):
                     "FileSource %s: %s appeared with a modification time at or before the files already read, and "
                     "will not be read (a file is read when its (modification time, path) follows the last read file's; "
                     "touch it to give it a new modification time)", self.directory, ", ".join(late[:5]) + more)
-        self._seen = paths if self._seen is None else self._seen | paths
+        self._seen = paths
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         after, upto = self._position(start), self._position(end)
