@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sparkstate.runtime.checkpoint_stats import CheckpointStats, state_bytes
-from sparkstate.runtime.result import RunResult
+from sparkstate.runtime.result import CheckpointTotals, RunResult
 from sparkstate.runtime.terminal import human_bytes, labelled, text
 
 
@@ -77,7 +77,7 @@ def summary_table(result: RunResult, title: str | None = None) -> Table:
         table.add_row("after the first batch", f"{steady:,.0f} events/s")
     keys = f"{result.state_keys:,} keys in " if result.state_keys is not None else ""
     table.add_row("state", f"{keys}{result.state_rows or 0:,} entries, {human_bytes(result.state_bytes)}")
-    _checkpoint_rows(table, result.checkpoints)
+    _checkpoint_rows(table, result.checkpoint_totals.summary())  # of every checkpoint of the run
     table.add_row("path", result.plan + (" (Spark SQL)" if result.plan == "native" else ""))
     for name, n in sorted(result.side_outputs.items()):
         table.add_row(text(name.replace("_", " ")), f"{n:,} rows (side output)")
@@ -89,22 +89,13 @@ def summary_table(result: RunResult, title: str | None = None) -> Table:
 
 def checkpoint_summary(stats: list[CheckpointStats]) -> dict[str, Any]:
     """Mean and max duration, mean delta, the last full and state sizes, and the kinds."""
-    durations = [s.duration_ms for s in stats if s.duration_ms is not None]
-    deltas = [s.delta_bytes for s in stats if s.delta_bytes is not None]
-    last = stats[-1] if stats else None
-    return {
-        "checkpoints": len(stats),
-        "mean_duration_ms": sum(durations) / len(durations) if durations else None,
-        "max_duration_ms": max(durations) if durations else None,
-        "mean_delta_bytes": sum(deltas) / len(deltas) if deltas else None,
-        "last_full_bytes": last.full_bytes if last else None,
-        "last_state_bytes": last.state_bytes if last else None,
-        "kinds": sorted({s.kind for s in stats if s.kind != "-"}),
-    }
+    totals = CheckpointTotals()
+    for s in stats:
+        totals.add(s)
+    return totals.summary()
 
 
-def _checkpoint_rows(table: Table, checkpoints: list[CheckpointStats]) -> None:
-    figures = checkpoint_summary(checkpoints)
+def _checkpoint_rows(table: Table, figures: dict[str, Any]) -> None:
     if figures["mean_duration_ms"] is None:
         return
     table.add_row(

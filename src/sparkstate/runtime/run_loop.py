@@ -16,7 +16,7 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -516,8 +516,9 @@ def _record_checkpoint(result: RunResult, recorder: CheckpointRecorder, p: dict)
     except OSError as exc:
         raise recorder.checkpoint.failed_write(exc) from exc
     if stats is not None:
-        result.checkpoints.append(stats)
-        p["checkpoint"] = asdict(stats)
+        result.add_checkpoint(stats)
+        # its fields are numbers and text: a shallow copy (``asdict``'s deep one costs more than the rest)
+        p["checkpoint"] = {f.name: getattr(stats, f.name) for f in fields(stats)}
 
 
 def _ran(progress: dict) -> bool:
@@ -533,15 +534,12 @@ def _account(result: RunResult, p: dict, events: int) -> None:
     from sparkstate.runtime.spark_sinks import observed_rows_out
 
     p["events"] = events
-    side = result.batch_side_outputs.get(p.get("batchId", -1))
-    if side:
-        p["sideOutputs"] = side
     out = observed_rows_out(p)
     # taken, not read: the count is the batch's alone, and a run of months must not keep one per batch
     refused = result.batch_refused.pop(p.get("batchId", -1), 0)
     if out is not None:
         p["rowsOut"] = max(0, out - refused)
-    result.progress.append(p)
+    result.add_progress(p)  # its side outputs too: kept for the last batches only, in totals for all
     result.batches += 1
     result.events += events
     if events and result.first_batch_seconds == 0.0:
