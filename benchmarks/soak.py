@@ -69,7 +69,7 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 # --------------------------------------------------------------------------- the job (child)
 
 
-def _job(payers: int, max_batch: int, work: Path, trigger: str) -> Any:
+def _job(payers: int, max_batch: int, work: Path, trigger: str, key_groups: int) -> Any:
     from sparkstate import (
         KeyedBroadcastProcessFunction,
         ListStateDescriptor,
@@ -149,7 +149,7 @@ def _job(payers: int, max_batch: int, work: Path, trigger: str) -> Any:
         .process(SoakFunction(), output_schema=OUTPUT)
         .side_output(duplicates, ParquetSink(str(work / "side" / "duplicates")))
         .sink(NoopSink())
-        .with_settings(state_backend="rocksdb", parallelism=2, trigger_interval=trigger)
+        .with_settings(state_backend="rocksdb", parallelism=2, trigger_interval=trigger, key_groups=key_groups)
     )
 
 
@@ -221,7 +221,7 @@ def child(args: argparse.Namespace) -> None:
             "commit_ms": sum(op.get("commitTimeMs", 0) for op in ops), "custom": custom,
         }) + "\n")
 
-    job = _job(args.payers, args.max_batch, work, args.trigger)
+    job = _job(args.payers, args.max_batch, work, args.trigger, args.key_groups)
     try:
         result = job.run(checkpoint_dir=work / "checkpoint", spark=spark, on_progress=progress,
                          timeout=args.minutes * 60, log_file=work / "spark.log", spark_ui=False)
@@ -492,6 +492,7 @@ def main() -> None:
     parser.add_argument("--max-batch", type=int, default=200, help="events per micro-batch")
     parser.add_argument("--payers", type=int, default=20_000, help="keys (the state's steady size)")
     parser.add_argument("--trigger", default="0 seconds", help="Spark trigger interval")
+    parser.add_argument("--key-groups", type=int, default=128, help="key groups (sparkstate's default: 128)")
     parser.add_argument("--rule-seconds", type=float, default=10, help="a new rule version every so often")
     parser.add_argument("--out", help="work directory (kept; default: a temporary one, removed)")
     parser.add_argument("--plot", help="a PNG of the samples (needs matplotlib)")
@@ -511,10 +512,10 @@ def main() -> None:
         elif target.exists():
             target.unlink()
     print(f"soak: {args.minutes:g} minutes, micro-batches of {args.max_batch} events over {args.payers:,} payers, "
-          f"trigger {args.trigger!r}; work directory {work}", flush=True)
+          f"trigger {args.trigger!r}, {args.key_groups} key groups; work directory {work}", flush=True)
     cmd = [sys.executable, str(HERE), "--child", "--work", str(work), "--minutes", str(args.minutes),
            "--max-batch", str(args.max_batch), "--payers", str(args.payers), "--trigger", args.trigger,
-           "--rule-seconds", str(args.rule_seconds)]
+           "--rule-seconds", str(args.rule_seconds), "--key-groups", str(args.key_groups)]
     with (work / "child.out").open("w") as out, (work / "child.err").open("w") as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err)
         sampler = Sampler(proc.pid, work)
