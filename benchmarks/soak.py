@@ -432,23 +432,30 @@ def _val(v: Any, div: float) -> float | None:
     return None if v is None else v / div
 
 
-def write_amplification(samples: list[dict], result: dict, max_batch: int, payers: int) -> dict:
-    """State files written per batch after the warm-up, against the records the batch touched."""
+def write_amplification(samples: list[dict], result: dict, progress: list[dict], payers: int) -> dict:
+    """What a batch writes after the warm-up: the state files (changelogs, snapshots) and the
+    bytes put into RocksDB (Spark's ``rocksdbTotalBytesWritten``), against the records it touched."""
     run_s = samples[-1]["seconds"]
     steady = [s for s in samples if s["seconds"] >= run_s / 3]
     batches = steady[-1]["batches"] - steady[0]["batches"] if len(steady) > 1 else 0
     written = sum(s["new_state_bytes"] for s in steady[1:])
     changelog = sum(s["new_changelog_bytes"] for s in steady[1:])
+    later = [p for p in progress if p["batch"] >= steady[0]["batches"]] or progress[-1:]
+    n = len(later) or 1
+    events = sum(p["events"] for p in later) / n
     layout = result.get("layout") or {}
     keys = layout.get("keys") or 0
     per_key = layout.get("record_bytes", 0) / keys if keys else None
     # a batch of n events over P payers touches P * (1 - (1 - 1/P)^n) payers on average
-    touched = payers * (1 - (1 - 1 / payers) ** max_batch)
+    touched = payers * (1 - (1 - 1 / payers) ** events)
     return {
         "batches": batches, "written_per_batch": written / batches if batches else None,
         "changelog_per_batch": changelog / batches if batches else None,
-        "touched_keys": touched, "record_bytes": per_key,
+        "events": events, "touched_keys": touched, "record_bytes": per_key,
         "touched_bytes": touched * per_key if per_key else None,
+        "rocksdb_bytes": sum(p["custom"].get("rocksdbTotalBytesWritten", 0) for p in later) / n,
+        "rocksdb_puts": sum(p["custom"].get("rocksdbPutCount", 0) for p in later) / n,
+        "entries_updated": sum(p.get("rows_updated", 0) for p in later) / n,
         "bucket_bytes": layout.get("bucket_bytes", 0) / layout["buckets"] if layout.get("buckets") else None,
         "layout": layout,
     }
@@ -496,11 +503,15 @@ def main() -> None:
     parser.add_argument("--rule-seconds", type=float, default=10, help="a new rule version every so often")
     parser.add_argument("--out", help="work directory (kept; default: a temporary one, removed)")
     parser.add_argument("--plot", help="a PNG of the samples (needs matplotlib)")
+    parser.add_argument("--report", metavar="DIR", help="print the report of a finished run's work directory again")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--work", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args)
+        return
+    if args.report:
+        report_again(Path(args.report), args)
         return
 
     work = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="sparkstate-soak-"))
@@ -511,6 +522,7 @@ def main() -> None:
             shutil.rmtree(target)
         elif target.exists():
             target.unlink()
+    (work / "run.json").write_text(json.dumps({k: getattr(args, k) for k in RUN_ARGS}))
     print(f"soak: {args.minutes:g} minutes, micro-batches of {args.max_batch} events over {args.payers:,} payers, "
           f"trigger {args.trigger!r}, {args.key_groups} key groups; work directory {work}", flush=True)
     cmd = [sys.executable, str(HERE), "--child", "--work", str(work), "--minutes", str(args.minutes),
@@ -552,12 +564,38 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+#: the arguments a run records in its work directory, for ``--report``
+RUN_ARGS = ("minutes", "max_batch", "payers", "trigger", "key_groups", "rule_seconds")
+
+
+def report_again(work: Path, args: argparse.Namespace) -> None:
+    """The report of a finished run, from its work directory (``samples.csv``, ``child.out``,
+    ``progress.jsonl``; ``run.json`` for its arguments, else those given)."""
+    recorded = work / "run.json"
+    if recorded.exists():
+        vars(args).update(json.loads(recorded.read_text()))
+    with (work / "samples.csv").open() as f:
+        samples = [{k: _parse(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    result = json.loads((work / "child.out").read_text().strip().splitlines()[-1])
+    _report(samples, result, args, work)
+
+
+def _parse(v: str) -> Any:
+    if v == "":
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        return float(v)
+
+
 def _report(samples: list[dict], result: dict, args: argparse.Namespace, work: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
     rows, info = growth(samples)
-    amp = write_amplification(samples, result, args.max_batch, args.payers)
+    progress = [json.loads(line) for line in (work / "progress.jsonl").read_text().splitlines() if line.strip()]
+    amp = write_amplification(samples, result, progress, args.payers)
     console = Console(highlight=False, width=max(130, Console().width))
     events_s = result["events"] / result["seconds"] if result["seconds"] else 0
     console.print(f"{result['batches']:,} micro-batches, {result['events']:,} events in {result['seconds']:.0f} s "
@@ -573,22 +611,30 @@ def _report(samples: list[dict], result: dict, args: argparse.Namespace, work: P
     console.print(table)
     layout = amp["layout"]
     ratio = amp["written_per_batch"] / amp["touched_bytes"] if amp["written_per_batch"] and amp["touched_bytes"] else None
+    kb = 1024
     console.print(
-        f"write amplification: {_num(amp['written_per_batch'] and amp['written_per_batch'] / 1024, 1)} KB of state files "
-        f"per batch ({_num(amp['changelog_per_batch'] and amp['changelog_per_batch'] / 1024, 1)} KB changelog), for "
-        f"{amp['touched_keys']:,.0f} touched keys of {_num(amp['record_bytes'], 0)} bytes each "
-        f"({_num(amp['touched_bytes'] and amp['touched_bytes'] / 1024, 1)} KB): "
-        f"{_num(ratio, 1)}x; "
-        f"state at the end: {layout.get('keys', 0):,} keys in {layout.get('buckets', 0):,} buckets of "
-        f"{_num(amp['bucket_bytes'], 0)} bytes ({layout.get('meta_entries', 0):,} meta entries)"
+        f"write amplification, per batch after the warm-up ({amp['events']:,.0f} events, about "
+        f"{amp['touched_keys']:,.0f} keys touched, their records {_num(amp['record_bytes'], 0)} bytes each on average: "
+        f"{_num(amp['touched_bytes'] and amp['touched_bytes'] / kb, 1)} KB): "
+        f"{_num(amp['rocksdb_bytes'] / kb, 1)} KB put into RocksDB in {amp['rocksdb_puts']:,.0f} puts "
+        f"({amp['entries_updated']:,.0f} state entries updated); "
+        f"{_num(amp['written_per_batch'] and amp['written_per_batch'] / kb, 1)} KB of new state files "
+        f"({_num(amp['changelog_per_batch'] and amp['changelog_per_batch'] / kb, 1)} KB of changelog): "
+        f"{_num(ratio, 1)}x the touched records. State at the end: {layout.get('keys', 0):,} keys in "
+        f"{layout.get('buckets', 0):,} buckets of {_num(amp['bucket_bytes'], 0)} bytes on average "
+        f"({layout.get('meta_entries', 0):,} key groups)"
     )
     if args.plot:
         if not _plot(samples, Path(args.plot)):
             console.print("no plot: matplotlib is not installed (the samples are in samples.csv)")
     console.print(f"samples: {work / 'samples.csv'}")
-    soak = info["soak"]
-    print(f"SOAK batches={result['batches']} minutes={args.minutes:g} "
-          + " ".join(f"{k}={_num(v, 3) if v is not None else 'nan'}".replace(",", "") for k, v in soak.items()))
+    print(soak_line(result["batches"], args.minutes, info["soak"]))
+
+
+def soak_line(batches: int, minutes: float, growths: dict[str, float | None]) -> str:
+    """The last line: the run's size and each figure's growth per 1,000 batches (nan: unknown)."""
+    return f"SOAK batches={batches} minutes={minutes:g} " + " ".join(
+        f"{k}={'nan' if v is None else f'{v:.3f}'}" for k, v in growths.items())
 
 
 if __name__ == "__main__":
