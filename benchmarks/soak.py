@@ -412,11 +412,12 @@ FIGURES = [
 ]
 
 
-def growth(samples: list[dict]) -> tuple[list[dict], dict]:
-    """Per figure: the first and last value after the warm-up, the slope per 1,000 batches and
-    its extrapolation to 30 days at the batch rate measured after the warm-up."""
+def growth(samples: list[dict], warmup: float = 1 / 3) -> tuple[list[dict], dict]:
+    """Per figure: the first and last value after the warm-up (that share of the run's time),
+    the slope per 1,000 batches and its extrapolation to 30 days at the batch rate measured
+    after the warm-up."""
     run_s = samples[-1]["seconds"]
-    steady = [s for s in samples if s["seconds"] >= run_s / 3 and s["batches"] > 0]
+    steady = [s for s in samples if s["seconds"] >= run_s * warmup and s["batches"] > 0]
     if len(steady) < 2:
         steady = samples[-2:]
     first, last = steady[0], steady[-1]
@@ -447,7 +448,7 @@ def write_amplification(samples: list[dict], result: dict, progress: list[dict],
     changelog = sum(s["new_changelog_bytes"] for s in steady[1:])
     later = [p for p in progress if p["batch"] >= steady[0]["batches"]] or progress[-1:]
     n = len(later) or 1
-    events = sum(p["events"] for p in later) / n
+    events = result["events"] / result["batches"] if result["batches"] else 0  # the generator's, per batch
     layout = result.get("layout") or {}
     keys = layout.get("keys") or 0
     per_key = layout.get("record_bytes", 0) / keys if keys else None
@@ -612,11 +613,14 @@ def _report(samples: list[dict], result: dict, args: argparse.Namespace, work: P
                   f"{max(s['driver_rss'] + s['jvm_rss'] + s['worker_rss'] for s in samples) / 2**20:,.1f} MB")
     table = Table(title=f"Footprint after the warm-up (from {info['steady_from']:.0f} s; {len(samples)} samples)",
                   title_justify="left")
-    for col in ("figure", "unit", "after warm-up", "at end", "growth per 1,000 batches", "in 30 days"):
+    # the second half alone: what is left once the checkpoint holds its retained batches
+    half, _ = growth(samples, 1 / 2)
+    for col in ("figure", "unit", "after warm-up", "at end", "growth per 1,000 batches", "in 30 days",
+                "per 1,000 (2nd half)"):
         table.add_column(col, justify="left" if col in ("figure", "unit") else "right")
-    for r in rows:
+    for r, h in zip(rows, half, strict=True):
         table.add_row(r["label"], r["unit"], _num(r["first"], 1), _num(r["last"], 1), _num(r["per_1000"], 3),
-                      _num(r["month"], 1))
+                      _num(r["month"], 1), _num(h["per_1000"], 3))
     console.print(table)
     layout = amp["layout"]
     ratio = amp["written_per_batch"] / amp["touched_bytes"] if amp["written_per_batch"] and amp["touched_bytes"] else None
