@@ -467,6 +467,83 @@ def write_amplification(samples: list[dict], result: dict, progress: list[dict],
     }
 
 
+#: (keys, keys touched per batch, bucket size) of ``--layout``'s rows
+LAYOUT_CASES = [(2_000, 20, 128), (2_000, 140, 128), (10_000, 20, 128), (10_000, 200, 128), (20_000, 200, 128),
+                (20_000, 200, 32), (20_000, 200, 16), (20_000, 200, 4)]
+
+
+def layout_writes(keys: int, touched: int, bucket_size: int, record: int = 120, groups: int = 128,
+                  batches: int = 40) -> dict:
+    """The bytes a batch puts into the state store, by sparkstate's key-group layout alone (no
+    Spark): ``keys`` keys with records of about ``record`` bytes, each holding an event-time
+    timer (a window), in ``groups`` key groups; each batch touches ``touched`` random keys, and
+    every group holding event-time timers gets a new wake-up, as ``KeyGroupRunner`` gives it."""
+    import random
+    import zlib
+
+    from sparkstate.api.state import TIMERS_FIELD
+    from sparkstate.engine.keygroups import GroupMeta, KeyGroupStore
+
+    rng = random.Random(3)
+    metas: list[bytes | None] = [None] * groups
+    entries: list[dict[int, bytes]] = [{} for _ in range(groups)]
+    names = [f"p{i:07d}" for i in range(keys)]
+    group_of = {k: zlib.crc32(k.encode()) % groups for k in names}
+
+    def run_group(g: int, keys_touched: list[str], now: int) -> tuple[int, int]:
+        stored = metas[g]
+        store = KeyGroupStore(GroupMeta.loads(stored), entries[g].get, bucket_size)
+        for k in keys_touched:
+            rec = store.record_for(k)
+            rec["v"] = rng.randbytes(record)
+            rec[TIMERS_FIELD] = {(0, now + 600_000)}
+        writes, deleted = store.flush_entries(keys_touched)
+        if store.meta.event_min:
+            store.meta.wake = now + 1
+        for b, blob in writes:
+            entries[g][b] = blob
+        for b in deleted:
+            entries[g].pop(b, None)
+        dumped = store.meta.dumps()
+        changed = dumped != stored
+        metas[g] = dumped
+        return sum(len(blob) for _, blob in writes) + (len(dumped) if changed else 0), len(writes) + changed
+
+    by_group: dict[int, list[str]] = {}
+    for k in names:
+        by_group.setdefault(group_of[k], []).append(k)
+    for g, ks in by_group.items():  # every key once, 50 at a time
+        for i in range(0, len(ks), 50):
+            run_group(g, ks[i:i + 50], 0)
+    written = puts = 0
+    for b in range(1, batches + 1):
+        chosen: dict[int, list[str]] = {}
+        for k in rng.sample(names, touched):
+            chosen.setdefault(group_of[k], []).append(k)
+        for g in range(groups):
+            w, p = run_group(g, chosen.get(g, []), b * 1000)
+            written += w
+            puts += p
+    state = sum(len(m or b"") for m in metas) + sum(len(v) for e in entries for v in e.values())
+    return {"keys": keys, "touched": touched, "bucket_size": bucket_size, "state": state,
+            "written": written / batches, "puts": puts / batches, "touched_bytes": touched * (record + 40)}
+
+
+def print_layout_writes() -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Bytes a batch puts into the state store, by the key-group layout alone "
+                        "(128 key groups, every key with an event-time timer)", title_justify="left")
+    for col in ("keys", "touched/batch", "bucket size", "state", "put per batch", "puts per batch", "x touched records"):
+        table.add_column(col, justify="right")
+    for keys, touched, size in LAYOUT_CASES:
+        r = layout_writes(keys, touched, size)
+        table.add_row(f"{keys:,}", f"{touched:,}", str(size), f"{r['state'] / 2**10:,.0f} KB",
+                      f"{r['written'] / 2**10:,.1f} KB", f"{r['puts']:,.0f}", f"{r['written'] / r['touched_bytes']:,.1f}")
+    Console(highlight=False, width=130).print(table)
+
+
 def _plot(samples: list[dict], path: Path) -> bool:
     try:
         import matplotlib
@@ -512,6 +589,8 @@ def main() -> None:
     parser.add_argument("--out", help="work directory (kept; default: a temporary one, removed)")
     parser.add_argument("--plot", help="a PNG of the samples (needs matplotlib)")
     parser.add_argument("--report", metavar="DIR", help="print the report of a finished run's work directory again")
+    parser.add_argument("--layout", action="store_true",
+                        help="only the bytes a batch puts by the key-group layout (pure Python, a few seconds)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--work", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -520,6 +599,9 @@ def main() -> None:
         return
     if args.report:
         report_again(Path(args.report), args)
+        return
+    if args.layout:
+        print_layout_writes()
         return
 
     work = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="sparkstate-soak-"))
