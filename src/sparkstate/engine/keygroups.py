@@ -17,8 +17,11 @@ A group of one bucket (up to ``bucket_size`` keys) may keep that bucket *inline*
 entry (``GroupMeta.inline``, layout version 2): it is then one state-store entry, read and
 written by one round trip each, where a meta entry and a bucket cost two reads. Small batches
 touch many small groups, and each round trip is most of what such a group costs. The bucket
-moves out when the group splits (:meth:`KeyGroupStore.flush_entries`). Invariant: a meta with
-``inline`` set has one bucket, and no bucket entry of its group holds a record.
+moves out when the group splits (:meth:`KeyGroupStore.flush_entries`), and while the group holds
+event-time timers: such a group is called every batch and its meta rewritten with a new
+wake-up, which would rewrite an inline bucket with it whether the batch touched it or not (with
+small batches, every group's keys every batch). Invariant: a meta with ``inline`` set has one
+bucket, and no bucket entry of its group holds a record.
 """
 
 from __future__ import annotations
@@ -286,14 +289,20 @@ class KeyGroupStore:
 
     def flush_entries(self, touched: Iterable[Any]) -> tuple[list[tuple[int, bytes]], list[int]]:
         """:meth:`flush` with small groups' buckets kept inline: the bucket entries to write
-        and those to delete. A group left with one bucket keeps it in ``meta.inline`` (its old
-        entry, if any, is deleted); a group that split out of one writes every bucket as an entry."""
+        and those to delete. A group left with one bucket and no event-time timer keeps it in
+        ``meta.inline`` (its old entry, if any, is deleted); a group that split out of one, or
+        holds event-time timers, writes its buckets as entries."""
         writes = self.flush(touched)
         meta = self.meta
         if meta.n_buckets > 1:  # a split rewrote bucket 0, so it is among the writes
             return writes, []
         if not writes:
             return [], []
+        if meta.event_min:
+            # a group holding event-time timers is called, and its meta rewritten (a new
+            # wake-up), every batch: inline, its whole bucket would be written with it each
+            # time, touched or not; as an entry, the bucket is written only when it changes
+            return writes, []
         meta.inline = writes[0][1]
         return [], [0] if self._bucket0_entry else []
 

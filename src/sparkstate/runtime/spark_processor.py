@@ -345,7 +345,7 @@ class KeyGroupRunner:
             if pt is not None:
                 meta.proc_min[b] = pt
         writes = [(b, dumps_state(buckets[b])) for b in sorted(buckets)]
-        if state.inline and n == 1 and writes:
+        if state.inline and n == 1 and writes and not meta.event_min:  # as KeyGroupStore.flush_entries
             meta.inline, writes = writes[0][1], []
         dumped = meta.dumps()
         state.write(writes, dumped)

@@ -194,6 +194,36 @@ def test_a_group_that_splits_moves_its_bucket_out_and_back_to_version_1():
     assert state.records() == {k: {"v": k} for k in keys}
 
 
+def test_a_group_holding_event_time_timers_keeps_its_bucket_out_of_its_meta():
+    """Such a group is called every batch for its timers, and its meta rewritten with the next
+    wake-up: the meta must not carry the bucket, or every batch would rewrite every key."""
+    state = Entries(size=8)
+    store = state.store()
+    for k in "abc":
+        store.record_for(k)["v"] = "x" * 200
+    store.record_for("a")[TIMERS_FIELD] = {(0, 5_000)}  # an event-time timer
+    state.write(store, list("abc"))
+    meta = GroupMeta.loads(state.meta_blob)
+    assert meta.inline is None and meta.event_min == {0: 5_000} and set(state.entries) == {0}
+    # a batch that touches no key: the meta changes (its wake-up), and it carries no records
+    poll = state.store()
+    poll.meta.wake = 1_234
+    state.write(poll, [])
+    assert state.bucket_reads == 0 and len(state.meta_blob) < 200
+    # once its last event-time timer is gone, the bucket goes back inline (and its entry away)
+    store = state.store()
+    store.record_for("a").pop(TIMERS_FIELD)
+    state.write(store, ["a"])
+    meta = GroupMeta.loads(state.meta_blob)
+    assert meta.inline is not None and not meta.event_min and state.entries == {}
+    assert state.records() == {k: {"v": "x" * 200} for k in "abc"}
+    # processing-time timers wake the group at their time only: the bucket stays inline
+    store = state.store()
+    store.record_for("b")[TIMERS_FIELD] = {(1, 9_000)}
+    state.write(store, ["b"])
+    assert GroupMeta.loads(state.meta_blob).inline is not None and state.entries == {}
+
+
 def test_a_group_written_before_inline_buckets_moves_its_bucket_in_when_touched():
     old = GroupMeta(n_keys=2)  # the layout every earlier version wrote: bucket 0 in an entry
     state = Entries(size=4)
