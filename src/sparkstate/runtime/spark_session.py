@@ -90,8 +90,17 @@ def trim_log(log_path: Path) -> None:
         pass  # gone, or not ours to change: appending still works
 
 
+#: the logs a thread of this process keeps bounded: one thread a log, however often a session starts
+_watched: set[Path] = set()
+
+
 def _watch_log(log_path: Path) -> None:
     """Keep the log of this process's JVM bounded for as long as the process lives."""
+    log_path = log_path.resolve()
+    if log_path in _watched:
+        return
+    _watched.add(log_path)
+
     def watch() -> None:
         while True:
             time.sleep(LOG_CHECK_SECONDS)
