@@ -48,3 +48,27 @@ def test_broadcast_job_restarted_then_rescaled_gives_the_uninterrupted_output(sp
     expected = run_on_harness(case)
     assert canonical(rows) == canonical(expected)
     assert per_key(rows, case.out_key) == per_key(expected, case.out_key)
+
+
+def test_broadcast_files_no_retained_checkpoint_refers_to_are_deleted(spark, tmp_path, monkeypatch):
+    """A rules update after another over months must not leave a file each: with Spark keeping
+    one checkpoint, the job keeps the broadcast state that checkpoint refers to and the savepoint
+    taken from it restores that state."""
+    from sparkstate import CheckpointConfig
+    from sparkstate.runtime import checkpoint_dir, run_loop
+    from sparkstate.runtime.savepoints import take_savepoint
+
+    monkeypatch.setattr(run_loop, "PRUNE_SECONDS", 0.0)  # after every look at the progress
+    monkeypatch.setattr(checkpoint_dir, "BROADCAST_CLOCK_MARGIN", 0)
+    case = CASES_BY_NAME["broadcast-rules"]
+    sink, cp = MemorySink(), tmp_path / "cp"
+    job = case.job(sink, end_of_input=False).with_settings(checkpoint=CheckpointConfig(retained=1), **FAST)
+    assert job.run(checkpoint_dir=cp, spark=spark).completed
+    # one file per broadcast state the job went through, less those no kept checkpoint refers to
+    assert len(os.listdir(cp / "sparkstate" / "broadcast")) == 1
+    meta = take_savepoint(str(cp), target=str(tmp_path / "sp"), spark=spark)
+    assert meta["broadcast"]["states"] == {"rules": "MapState[str, int]"}
+    after = MemorySink()
+    assert case.job(after).with_settings(**FAST).run(checkpoint_dir=tmp_path / "cp2", spark=spark,
+                                                      from_savepoint=str(tmp_path / "sp")).completed
+    assert canonical(sink.rows() + after.rows()) == canonical(run_on_harness(case))

@@ -15,12 +15,18 @@ Invariants:
 * a reference in a committed meta entry names a file that exists: the file is written before
   the state store commits the meta entry that refers to it. A batch that fails after writing
   a file leaves an unreferenced file, which is harmless (a replay writes the same content).
-* files are not deleted while the job runs (an older checkpoint version may still refer to
-  them); they are small (one per distinct broadcast state the job went through).
+* a file's modification time is when a batch last made it the current state: saving a
+  content that is already on disk touches its file. Every key group applies every broadcast
+  element (``runtime/query.py``), so after the batch that saves a content, every key group's
+  meta entry refers to it or to a later one.
+* hence :meth:`BroadcastStore.prune`: a file is no longer referred to once a *later* file was
+  saved before the oldest checkpoint version anyone may read was committed. The driver prunes
+  with that commit time (``CheckpointDir.prune_broadcast``), so the files kept are the
+  current one and those of the retained checkpoint versions: they do not grow with the run,
+  only with how often the broadcast state changes within Spark's retention.
 
-Over a long run the files are the one thing here that grows: one per change of the broadcast
-state (a rules update), each the size of that state. A process keeps the contents of the last
-:data:`CACHED_CONTENTS` it used only, so its memory does not grow with them.
+A process keeps the contents of the last :data:`CACHED_CONTENTS` it used only, so its memory
+does not grow with them either.
 
 ``load`` returns a fresh copy each time: the function may change it in
 ``process_broadcast_element``, and a rejected element's writes are undone on that copy only
@@ -35,6 +41,7 @@ import hashlib
 import os
 import pickle
 import tempfile
+import time
 from typing import Any
 
 from sparkstate.engine.keygroups import dumps_state
@@ -96,10 +103,12 @@ class BroadcastStore:
 
     def save_content(self, content: bytes) -> str:
         ref = content_ref(content)
-        if ref in self._cache and self._written(ref):
-            return ref
         target = self.path(ref)
-        if not os.path.exists(target):
+        # an earlier state again is the current one from now: its file is touched (``prune``);
+        # a file pruned meanwhile is written again
+        if ref in self._cache and self._written(ref) and _touch(target):
+            return ref
+        if not _touch(target):
             os.makedirs(self.directory, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{ref}.", dir=self.directory)
             try:
@@ -130,3 +139,67 @@ class BroadcastStore:
 
     def _written(self, ref: str) -> bool:
         return (self.directory, ref) in self._seen
+
+    def prune(self, saved_before: float, keep: frozenset[str] = frozenset()) -> int:
+        """Delete the content files no checkpoint version committed at or after ``saved_before``
+        (epoch seconds) refers to: every file older than the newest one saved before then
+        (see the module's invariants). ``keep``: references to keep whatever their age (a
+        restored savepoint's, which key groups not called since the restore start from).
+        Temporary files of writes that died, an hour old, go too. Returns the files deleted."""
+        try:
+            entries = list(os.scandir(self.directory))
+        except FileNotFoundError:
+            return 0
+        files: list[tuple[float, str, str]] = []
+        deleted = 0
+        for e in entries:
+            try:
+                mtime = e.stat().st_mtime
+            except FileNotFoundError:
+                continue
+            if e.name.endswith(SUFFIX) and not e.name.startswith("."):
+                files.append((mtime, e.name[: -len(SUFFIX)], e.path))
+            elif e.name.startswith(".") and mtime < time.time() - 3600:
+                deleted += _unlink(e.path)
+        before = [f for f in files if f[0] < saved_before]
+        if not before:
+            return deleted
+        newest = max(before)[0]
+        for mtime, ref, path in files:
+            if mtime < newest and ref not in keep:
+                deleted += self._delete_unless_touched(ref, path, newest)
+        return deleted
+
+    def _delete_unless_touched(self, ref: str, path: str, newest: float) -> int:
+        """Delete a file unless a batch made it current again since it was listed: moved
+        aside first, so that a save from now on finds no file and writes it again, then looked
+        at once more (a save just before the move touched it: it goes back)."""
+        aside = os.path.join(self.directory, f".{ref}.pruned")
+        try:
+            os.replace(path, aside)
+            touched = os.stat(aside).st_mtime >= newest
+        except FileNotFoundError:
+            return 0
+        if touched:
+            os.replace(aside, path)  # a save that wrote it again meanwhile wrote the same bytes
+            return 0
+        self._cache.pop(ref, None)
+        self._seen.discard((self.directory, ref))
+        return _unlink(aside)
+
+
+def _touch(path: str) -> bool:
+    """Set a content file's modification time to now; False when there is no such file."""
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _unlink(path: str) -> int:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return 0
+    return 1

@@ -48,6 +48,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from sparkstate.engine.broadcast import BroadcastStore
 from sparkstate.errors import CheckpointMismatchError, CheckpointStorageError
 from sparkstate.runtime.run_lock import LOCK_FILES, RunLock, lock_checkpoint, process_alive
 from sparkstate.runtime.storage import Entry, LocalStorage, Storage, is_local, normalize, open_storage
@@ -60,6 +61,9 @@ _NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS}
 #: a job's claim on a Parquet output folder it writes (``fresh.py``; a leading ``_``: Spark and
 #: Arrow readers skip it)
 CLAIM_FILE = "_sparkstate.json"
+#: seconds by which the executors' clocks (which time a broadcast state file) may differ from the
+#: driver's (which times Spark's commit log): ``prune_broadcast`` keeps files this much younger
+BROADCAST_CLOCK_MARGIN = 60
 #: a held read of another host (``sparkstate/reads/<host>-<pid>-<id>``) older than this is taken
 #: for a leftover of a process that was killed, and deleted by the next savepoint
 STALE_READ_SECONDS = 24 * 3600
@@ -371,6 +375,22 @@ class CheckpointDir:
             yield CheckpointDir(LocalStorage(str(folder)))
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+
+    def prune_broadcast(self, keep: frozenset[str] = frozenset()) -> int:
+        """Delete the broadcast state files (``engine/broadcast.py``) that no checkpoint version
+        Spark retains refers to: those replaced before its oldest retained batch committed,
+        less :data:`BROADCAST_CLOCK_MARGIN` for executors' clocks. Nothing goes while a held
+        read (a savepoint, which may read an older version) is running. ``keep``: references
+        the checkpoint's metadata names (a restored savepoint's). Returns the files deleted."""
+        directory = self.broadcast_dir
+        commits = self.commit_times()
+        if directory is None or not commits:
+            return 0
+        reads = Path(self.storage.path(self.OWN_DIR, self.READS))
+        if reads.is_dir() and any(reads.iterdir()):
+            return 0
+        saved_before = commits[min(commits)] / 1000 - BROADCAST_CLOCK_MARGIN
+        return BroadcastStore(directory).prune(saved_before, keep)
 
     # ------------------------------------------------------------------ sparkstate/checkpoints.jsonl
 

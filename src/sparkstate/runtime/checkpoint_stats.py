@@ -306,6 +306,8 @@ class CheckpointLog:
         self.checkpoint = checkpoint
         #: line numbers (from 1) of the lines the last :meth:`load` could not read
         self.damaged: list[int] = []
+        #: the records :meth:`save` last wrote, with their lines
+        self._lines: dict[int, tuple[CheckpointStats, str]] = {}
 
     def load(self) -> dict[int, CheckpointStats]:
         """The records; lines that are not one (damaged, or from another version of sparkstate)
@@ -337,8 +339,13 @@ class CheckpointLog:
                 "itself is not affected, and the next run's checkpoints rewrite the log")
 
     def save(self, entries: dict[int, CheckpointStats]) -> None:
-        lines = [entries[b].to_json() for b in sorted(entries)]
-        self.checkpoint.write_stats_log("\n".join(lines) + "\n")
+        # the log is written whole after every batch: each record's line is encoded once
+        known = self._lines
+        self._lines = {}
+        for b in sorted(entries):
+            held = known.get(b)
+            self._lines[b] = held if held is not None and held[0] is entries[b] else (entries[b], entries[b].to_json())
+        self.checkpoint.write_stats_log("\n".join(line for _, line in self._lines.values()) + "\n")
 
 
 class CheckpointRecorder:

@@ -15,11 +15,12 @@ from typing import Any, SupportsIndex, TypeVar
 from sparkstate.api.job import WindowPath
 from sparkstate.runtime.checkpoint_stats import CheckpointStats
 
-#: progress reports and checkpoints a run's result keeps, the last ones: about 12 KB of Python
-#: objects a batch (a RocksDB job's report and figures), so some 12 MB however long the run,
-#: as Flink's web.checkpoints.history bounds its own history; a run of any length still has
-#: its totals (``RunResult.events``, ``side_outputs``, ``checkpoint_totals``...)
-HISTORY = 1000
+#: progress reports and checkpoints a run's result keeps, the last ones: as many as Spark keeps
+#: of each (``spark.sql.streaming.numRecentProgressUpdates``, ``minBatchesToRetain``), as Flink's
+#: web.checkpoints.history bounds its own. About 12 KB of Python objects a batch (a RocksDB job's
+#: report and figures), so some 1.2 MB however long the run; a run of any length still has its
+#: totals (``RunResult.events``, ``side_outputs``, ``checkpoint_totals``...)
+HISTORY = 100
 
 T = TypeVar("T")
 

@@ -40,6 +40,9 @@ from sparkstate.runtime.run_record import recorded_run
 from sparkstate.runtime.savepoint_requests import Request, RequestWatch, answer, stop_between_batches
 from sparkstate.runtime.storage import is_local
 
+#: how often a running broadcast job deletes the broadcast state files no retained checkpoint
+#: version refers to (``CheckpointDir.prune_broadcast``)
+PRUNE_SECONDS = 60.0
 #: the RocksDB options (``CheckpointConfig.rocksdb``) runs of this process set on their session
 _ROCKSDB_SET: set[str] = set()
 
@@ -346,9 +349,21 @@ def _run_locked(
     requests = RequestWatch(checkpoint)
     seen = -1
     shown = None  # the last savepoint on_notice was told of
+    pruned = time.monotonic()
+    keep_broadcast = frozenset([spec.initial_broadcast] if spec.initial_broadcast else [])
+
+    last_report: tuple | None = ()  # (batch id, time) of the last report looked at (None: none yet)
 
     def take_progress() -> None:
-        nonlocal seen
+        nonlocal seen, pruned, last_report
+        # one report is fetched from the JVM on each look, and Spark's recent ones (up to 100,
+        # each a py4j call and a JSON parse) only when it is new: the loop looks ten times a
+        # second, and the recent ones cost the driver a core's tenth on a long run
+        last = query.lastProgress
+        report = None if last is None else (last["batchId"], last["timestamp"])
+        if report == last_report:
+            return
+        last_report = report
         for p in _progress_dicts(query):
             if p["batchId"] > seen and _ran(p):
                 seen = p["batchId"]
@@ -357,6 +372,14 @@ def _run_locked(
                 _record_checkpoint(result, recorder, p)
                 if on_progress is not None:
                     on_progress(p)
+        if spec.broadcast_dir is not None and time.monotonic() - pruned > PRUNE_SECONDS:
+            pruned = time.monotonic()
+            try:
+                checkpoint.prune_broadcast(keep_broadcast)
+            except OSError as exc:  # the job goes on; the files stay until a later try succeeds
+                note = f"old broadcast state files in {spec.broadcast_dir} could not be deleted: {exc}"
+                if note not in result.warnings:
+                    result.warnings.append(note)
 
     started = time.monotonic()
     # how the run ends goes into the checkpoint: the metrics endpoint ends with the run

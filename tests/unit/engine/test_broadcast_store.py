@@ -70,3 +70,65 @@ def test_an_unkeyed_input_packs_for_every_key_group_and_its_dead_letters_for_gro
     events = unpack_events([(r["part"], r["seq"], r["blob"]) for r in rows])
     assert list(events) == [{"name": "big", "limit": 10}, {"name": "small", "limit": 1}]
     assert events.dead_letters == [{"raw": "x", "reason": "not JSON"}]
+
+
+def _age(store: BroadcastStore, ref: str, at: float) -> None:
+    os.utime(store.path(ref), (at, at))
+
+
+def test_prune_keeps_the_newest_state_saved_before_the_cutoff_and_all_later_ones(tmp_path):
+    store = BroadcastStore(str(tmp_path))
+    refs = [store.save({"rules": {"version": v}}) for v in range(5)]
+    for i, ref in enumerate(refs):
+        _age(store, ref, 1000.0 + i)
+    (tmp_path / ".dead-write.tmp").write_bytes(b"x")  # a write that died
+    os.utime(tmp_path / ".dead-write.tmp", (1.0, 1.0))
+    assert store.prune(saved_before=1002.5, keep=frozenset([refs[0]])) == 2  # refs[1] and the dead write
+    assert sorted(os.listdir(tmp_path)) == sorted(f"{r}.pkl" for r in (refs[0], refs[2], refs[3], refs[4]))
+    assert store.prune(saved_before=999.0) == 0  # nothing saved before: nothing is known unreferenced
+    assert store.load(refs[2]) == {"rules": {"version": 2}}
+
+
+def test_an_earlier_state_saved_again_is_current_and_a_pruned_one_is_written_again(tmp_path):
+    store = BroadcastStore(str(tmp_path))
+    old, new = store.save({"rules": {"v": 1}}), store.save({"rules": {"v": 2}})
+    _age(store, old, 1000.0)
+    _age(store, new, 1001.0)
+    assert store.save({"rules": {"v": 1}}) == old  # back to the first rules: touched now
+    assert store.prune(saved_before=os.stat(store.path(old)).st_mtime + 1) == 1
+    assert os.listdir(tmp_path) == [f"{old}.pkl"]
+    assert store.save({"rules": {"v": 2}}) == new  # cached and seen by this process, but pruned: written again
+    assert os.path.exists(store.path(new))
+
+
+def test_a_state_made_current_while_it_is_pruned_stays(tmp_path):
+    store = BroadcastStore(str(tmp_path))
+    ref = store.save({"rules": {"v": 1}})  # touched just now, after the listing said it was old
+    assert store._delete_unless_touched(ref, store.path(ref), newest=1000.0) == 0
+    assert os.listdir(tmp_path) == [f"{ref}.pkl"]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_prune_never_deletes_a_state_a_retained_version_refers_to(tmp_path, seed):
+    """An independent model: batch b (run at time b, committed at b + 0.5) saves the broadcast
+    state of its rules, drawn from a few contents so that earlier ones come back; Spark retains
+    the last ``retain`` versions. After every batch, pruning with the oldest retained batch's
+    commit time must leave each retained version's file, and the files kept stay bounded."""
+    import random
+
+    rng = random.Random(seed)
+    store = BroadcastStore(str(tmp_path))
+    retain = rng.randint(1, 6)
+    versions: list[str] = []  # the reference every key group holds after batch b
+    current = store.save({"rules": {"v": 0}})
+    for b in range(200):
+        if rng.random() < 0.4:  # a batch with broadcast elements
+            current = store.save({"rules": {"v": rng.randint(0, 12)}})
+            _age(store, current, float(b))  # saved while batch b runs
+        versions.append(current)
+        retained = versions[-retain:]
+        oldest = len(versions) - len(retained)
+        store.prune(saved_before=oldest + 0.5)
+        on_disk = {name[:-4] for name in os.listdir(tmp_path)}
+        assert set(retained) <= on_disk
+        assert len(on_disk) <= retain + 1
