@@ -54,8 +54,15 @@ class Total(KeyedProcessFunction):
         yield {"k": ctx.get_current_key(), "v": e["v"]}
 
 
-def test_default_side_outputs_keep_the_batches_the_checkpoint_retains(spark, checkpoint):
+@pytest.mark.parametrize("through_hadoop", [False, True], ids=["local", "hadoop"])
+def test_default_side_outputs_keep_the_batches_the_checkpoint_retains(spark, checkpoint, monkeypatch, through_hadoop):
     # each batch has an event without event time: a dead letter in the checkpoint's side-outputs/
+    if through_hadoop:  # as in an hdfs:// or s3a:// checkpoint: written by Spark, pruned through Hadoop, on the local disk
+        from sparkstate.runtime import spark_sinks
+        from sparkstate.runtime.storage import HadoopStorage
+
+        monkeypatch.setattr(spark_sinks, "is_local", lambda path: False)
+        monkeypatch.setattr(spark_sinks, "open_storage", lambda path, s=None: HadoopStorage(str(path), s or spark))
     batches = [[{"ts": 1000 * b, "k": "a", "v": 1.0}, {"ts": None, "k": "a", "v": 2.0}] for b in range(4)]
     wm = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_column("ts")
     job = (
@@ -70,6 +77,11 @@ def test_default_side_outputs_keep_the_batches_the_checkpoint_retains(spark, che
     with_rows = [p["batchId"] for p in result.progress if p.get("sideOutputs", {}).get("dead_letters")]
     assert len(with_rows) >= 3  # so that some fell out of the two retained batches
     assert kept == [f"batch_id={b}" for b in with_rows if b > last - 2]
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(checkpoint / "side-outputs" / "dead_letters" / kept[-1]).to_pylist()
+    assert rows and all("event time" in r["reason"] for r in rows)  # a micro-batch may take two list batches
+    assert (checkpoint / "side-outputs" / "dead_letters" / kept[-1] / "_SUCCESS").exists() == through_hadoop  # Spark wrote it
 
 
 def test_a_lease_guards_a_checkpoint_reached_through_hadoop(spark, tmp_path):

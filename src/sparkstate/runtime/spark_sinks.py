@@ -40,7 +40,7 @@ from sparkstate.engine.output import python_rows
 from sparkstate.errors import JobDefinitionError
 from sparkstate.fault_points import OFFSETS_WRITTEN, SINK_COMMITTED, SINK_ROWS_WRITTEN, fault_point
 from sparkstate.runtime.checkpoint_dir import CheckpointDir
-from sparkstate.runtime.storage import is_local
+from sparkstate.runtime.storage import is_local, join, normalize, open_storage
 
 
 class SparkSink(Protocol):
@@ -166,7 +166,12 @@ class _Parquet:
         import pyarrow.parquet as pq
 
         table = _side_table(rows, schema)
-        folder = os.path.join(self.sink.path, f"batch_id={batch_id}")
+        if not is_local(self.sink.path):  # hdfs://, s3a://...: through Spark's Hadoop file system
+            open_storage(self.sink.path, spark).delete(f"batch_id={batch_id}")  # a replay replaces its first attempt
+            if rows:
+                spark.createDataFrame(table).coalesce(1).write.parquet(join(self.sink.path, f"batch_id={batch_id}"))
+            return
+        folder = os.path.join(normalize(self.sink.path), f"batch_id={batch_id}")
         shutil.rmtree(folder, ignore_errors=True)  # a replayed batch replaces its first attempt
         if rows:
             os.makedirs(folder, exist_ok=True)
@@ -465,16 +470,21 @@ def check_file_sink(job: Any, checkpoint: CheckpointDir, restoring: bool = False
 # --------------------------------------------------------------------------- side outputs
 
 
-def prune_batch_folders(folder: str, keep_after: int) -> None:
-    """Delete a local side-output folder's ``batch_id=n`` folders with ``n <= keep_after``."""
+def prune_batch_folders(folder: str, keep_after: int, spark: Any = None) -> None:
+    """Delete a side-output folder's ``batch_id=n`` folders with ``n <= keep_after`` (local,
+    or on a Hadoop file system through ``spark``'s)."""
+    storage = open_storage(folder, spark)
     try:
-        names = os.listdir(folder)
+        entries = storage.list()
     except OSError:
         return
-    for name in names:
-        n = name.removeprefix("batch_id=")
-        if n != name and n.isdigit() and int(n) <= keep_after:
-            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+    for entry in entries:
+        n = entry.name.removeprefix("batch_id=")
+        if n != entry.name and n.isdigit() and int(n) <= keep_after:
+            try:
+                storage.delete(entry.name)
+            except OSError:  # deleted meanwhile, or not now: the next batch tries again
+                pass
 
 
 def attach_job(
@@ -532,7 +542,7 @@ def attach_dispatch(
     sinks.setdefault(dead_name, database.dead_letter_sink(job) or ParquetSink(os.path.join(default_dir, dead_name)))
     # the default folders, inside the checkpoint: kept as long as the checkpoint keeps its batches
     own = {n for n in sinks if declared.get(n) is None and not (n == dead_name and database.dead_letter_sink(job))}
-    defaults = [sinks[n].path for n in own if is_local(default_dir)]
+    defaults = [sinks[n].path for n in own]
     retained = job.settings.checkpoint.retained
     main = spark_sink(job.sink_spec)
     bindings = {n: spark_sink(s) for n, s in sinks.items()}
@@ -603,7 +613,7 @@ def attach_dispatch(
             if refused_counts is not None:
                 refused_counts[batch_id] = len(refused)
             for folder in defaults:
-                prune_batch_folders(folder, batch_id - retained)
+                prune_batch_folders(folder, batch_id - retained, df.sparkSession)
         finally:
             if cache:
                 df.unpersist()
