@@ -44,7 +44,7 @@ def progress_until_read(query, events: int) -> list[dict]:
     read ``events`` offsets; the query is stopped then, or on failure."""
     import time
 
-    from sparkstate.runtime.spark_sources import source_offset
+    from sparkstate.runtime.io.sources import source_offset
 
     try:
         while True:

@@ -44,7 +44,7 @@ def _stages(spark) -> dict[int, int]:
 def child(args: argparse.Namespace) -> dict:
     from sparkstate import NoopSink, UpiPayments
     from sparkstate.jobs.running_sum import build
-    from sparkstate.runtime.spark_session import get_spark
+    from sparkstate.runtime.session.classic import get_spark
 
     spark = get_spark(master=args.master or None, parallelism=2, ui=True,
                       log_file=Path(tempfile.gettempdir()) / "sparkstate-bench-cluster.log")

@@ -48,8 +48,8 @@ def _spark_query(spark, kind: str, events: int, ckpt: Path) -> list[dict]:
     from keyed_state import OUTPUT, _RowRunningSum  # benchmarks/ is the script's own folder
     from pyspark.sql import functions as F
 
-    from sparkstate.runtime.spark_session import state_store_class
-    from sparkstate.runtime.spark_sources import spark_source
+    from sparkstate.runtime.io.sources import spark_source
+    from sparkstate.runtime.session.classic import state_store_class
 
     # the session's store is whichever the last sparkstate run set (the hashmap row sets another)
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", state_store_class("rocksdb"))
@@ -95,7 +95,7 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from sparkstate.runtime.spark_session import get_spark
+    from sparkstate.runtime.session.classic import get_spark
 
     console = Console(highlight=False, width=max(140, Console().width))
     spark = get_spark(parallelism=2, log_file=Path(tempfile.gettempdir()) / "sparkstate-bench-spark.log")

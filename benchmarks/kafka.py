@@ -53,7 +53,7 @@ FILE_EVENTS = 100_000
 
 
 def _session():
-    from sparkstate.runtime.spark_session import get_spark
+    from sparkstate.runtime.session.classic import get_spark
 
     return get_spark(parallelism=2, log_file=Path(tempfile.gettempdir()) / "sparkstate-bench-spark.log")
 

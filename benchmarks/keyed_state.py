@@ -72,7 +72,7 @@ OUTPUT = "merchant_id string, count bigint, total double"
 
 
 def _session(ui: bool = False):
-    from sparkstate.runtime.spark_session import get_spark
+    from sparkstate.runtime.session.classic import get_spark
 
     return get_spark(parallelism=2, log_file=Path(tempfile.gettempdir()) / "sparkstate-bench-spark.log", ui=ui)
 
@@ -226,7 +226,7 @@ class _PandasRunningSum:
 
 
 def _run_baseline(spark, kind: str, events: int, keys: int, max_batch: int, ckpt: Path) -> dict:
-    from sparkstate.runtime.spark_sources import spark_source
+    from sparkstate.runtime.io.sources import spark_source
 
     df = spark_source(_generator(events, keys, max_batch)).raw(spark, None).select("merchant_id", "amount")
     grouped = df.groupBy("merchant_id")
@@ -256,7 +256,7 @@ def _run_dedup(spark, events: int, max_batch: int, key_groups: int, ckpt: Path) 
     from sparkstate import NoopSink
     from sparkstate.connectors.generator import UpiTransactions
     from sparkstate.jobs.dedup import build
-    from sparkstate.runtime.state_reader import count_keys
+    from sparkstate.runtime.savepoints.state_reader import count_keys
 
     source = UpiTransactions(events=events, duplicates=0.05, max_batch=max_batch, seed=11)
     job = build(source).sink(NoopSink()).with_settings(key_groups=key_groups, trigger_interval="0 seconds")
@@ -330,7 +330,7 @@ def _sweep_one(spark, backend: str, key_groups: int, state_keys: int, touch: int
     """Load ``state_keys`` keys, then time ``batches`` batches touching ``touch`` keys each."""
     from sparkstate import DataFrameSource, Job, NoopSink
     from sparkstate.jobs.running_sum import RunningSum
-    from sparkstate.runtime.checkpoint_stats import state_bytes
+    from sparkstate.runtime.checkpoint.stats import state_bytes
 
     folder = work / f"in-{state_keys}"
     _write_sweep_input(folder, state_keys, touch, batches)

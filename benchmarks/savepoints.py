@@ -43,7 +43,7 @@ NEW_EVENTS = 10_000
 
 
 def _session():
-    from sparkstate.runtime.spark_session import get_spark
+    from sparkstate.runtime.session.classic import get_spark
 
     return get_spark(parallelism=2, log_file=Path(tempfile.gettempdir()) / "sparkstate-bench-spark.log")
 
@@ -88,7 +88,7 @@ def _first_commit(job, spark, ckpt: Path, **kwargs) -> dict:
 
 def child_state(args: argparse.Namespace) -> dict:
     """Build one state, take its savepoint, restore it in every way, restart its checkpoint."""
-    from sparkstate.runtime.savepoints import take_savepoint
+    from sparkstate.runtime.savepoints.take import take_savepoint
 
     spark = _session()
     work = Path(tempfile.mkdtemp(prefix="sparkstate-bench-sp-", dir=args.work))

@@ -200,7 +200,7 @@ def _state_layout(spark: Any, ckpt: Path) -> dict:
 
 def child(args: argparse.Namespace) -> None:
     """Run the job for ``--minutes``, appending each batch's progress to ``progress.jsonl``."""
-    from sparkstate.runtime.spark_session import get_spark
+    from sparkstate.runtime.session.classic import get_spark
 
     work = Path(args.work)
     (work / "rules").mkdir(parents=True, exist_ok=True)

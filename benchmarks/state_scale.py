@@ -66,7 +66,7 @@ def _events(args: argparse.Namespace) -> int:
 
 def child(args: argparse.Namespace) -> dict:
     from sparkstate.metrics.memory import PeakMemory
-    from sparkstate.runtime.spark_session import get_spark
+    from sparkstate.runtime.session.classic import get_spark
 
     spark = get_spark(parallelism=2, log_file=Path(tempfile.gettempdir()) / "sparkstate-bench-spark.log")
     work = Path(tempfile.mkdtemp(prefix="sparkstate-bench-scale-"))

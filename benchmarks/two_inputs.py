@@ -121,7 +121,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    from sparkstate.runtime.spark_session import get_spark
+    from sparkstate.runtime.session.classic import get_spark
 
     out: dict = {"storage": [storage(r, 128) for r in (10, 100, 1000)]}
     spark = get_spark(parallelism=2)

@@ -37,7 +37,7 @@ HERE = Path(__file__).resolve()
 
 
 def _session():
-    from sparkstate.runtime.spark_session import get_spark
+    from sparkstate.runtime.session.classic import get_spark
 
     return get_spark(parallelism=2, log_file=Path(tempfile.gettempdir()) / "sparkstate-bench-windows.log")
 
@@ -65,8 +65,8 @@ def _run_handwritten(spark, events: int, keys: int, max_batch: int, ckpt: Path, 
     over the generator's rows, or with ``csv`` Spark's own CSV source on the files."""
     from pyspark.sql import functions as F
 
-    from sparkstate.runtime.spark_session import state_store_class
-    from sparkstate.runtime.spark_sources import raw_marker_options, spark_source
+    from sparkstate.runtime.io.sources import raw_marker_options, spark_source
+    from sparkstate.runtime.session.classic import state_store_class
 
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", state_store_class("rocksdb"))
@@ -89,7 +89,7 @@ def _run_handwritten(spark, events: int, keys: int, max_batch: int, ckpt: Path, 
         .trigger(processingTime="0 seconds").start()
     )
     started = time.monotonic()
-    from sparkstate.runtime.spark_sources import source_offset
+    from sparkstate.runtime.io.sources import source_offset
 
     while True:
         progress = query.recentProgress

@@ -26,7 +26,7 @@ cloudpickle.register_pickle_by_value(behaviour_cases)
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    from sparkstate.runtime.spark_session import get_spark
+    from sparkstate.runtime.session.classic import get_spark
 
     log = tmp_path_factory.mktemp("spark-log") / "spark.log"
     session = get_spark(parallelism=2, log_file=log)

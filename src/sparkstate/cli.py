@@ -26,7 +26,7 @@ from rich.table import Table
 
 from sparkstate.api.checkpointing import DEFAULT_INTERVAL, DEFAULT_RETAINED
 from sparkstate.errors import SparkStateError
-from sparkstate.runtime.terminal import labelled, text
+from sparkstate.runtime.run.terminal import labelled, text
 
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)
@@ -69,8 +69,8 @@ def explain_job(job_name: str, events: int, source_spec: str | None, sink_spec: 
     from sparkstate.connectors.sinks import parse_sink
     from sparkstate.errors import JobDefinitionError
     from sparkstate.jobs import get_job
-    from sparkstate.runtime.pipeline_file import is_pipeline, load_pipeline
-    from sparkstate.runtime.planner import explain
+    from sparkstate.runtime.run.pipeline_file import is_pipeline, load_pipeline
+    from sparkstate.runtime.streaming.planner import explain
 
     try:
         if is_pipeline(job_name):
@@ -201,7 +201,7 @@ def run(
 
     from sparkstate.connectors.sinks import ConsoleSink, ParquetSink, parse_sink
     from sparkstate.jobs import get_job
-    from sparkstate.runtime.pipeline_file import is_pipeline
+    from sparkstate.runtime.run.pipeline_file import is_pipeline
 
     try:
         settings, rocksdb = _split_settings(settings)
@@ -314,7 +314,7 @@ def _run_and_report(
                          allow_non_restored_state=allow_non_restored_state,
                          **(run_options or {}))
     result.peak_memory_bytes = memory.peak_bytes
-    from sparkstate.runtime.state_reader import state_keys  # Spark has started by now
+    from sparkstate.runtime.savepoints.state_reader import state_keys  # Spark has started by now
 
     result.state_keys = state_keys(ckpt, job.settings.state_backend)
     if result.already_complete:
@@ -357,7 +357,7 @@ def _run_pipeline(ctx: click.Context, spec: str, rocksdb: dict[str, str], *, che
 
     from sparkstate.connectors.sinks import ParquetSink, parse_sink
     from sparkstate.errors import JobDefinitionError
-    from sparkstate.runtime.pipeline_file import load_pipeline
+    from sparkstate.runtime.run.pipeline_file import load_pipeline
 
     given = {name for name in ctx.params if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE}
     seed_only = sorted(given & {*_GENERATOR_OPTIONS, "source_spec", "rules_spec"})
@@ -422,7 +422,7 @@ def _rules_source(seed_job: Any, spec: str | None, default_dir: Path) -> Any:
 def _until_events_read(source: Any) -> Any:
     """For a bounded source beside an unbounded one (rules): true once a micro-batch has read
     every event of ``source``, the job's first input."""
-    from sparkstate.runtime.spark_sources import source_offset
+    from sparkstate.runtime.io.sources import source_offset
 
     end = source.end_offset(False)
 
@@ -651,9 +651,9 @@ def list_checkpoints(job_name: str, checkpoint_dir: str | None) -> None:
     A local directory is read without starting Spark.
     """
     from sparkstate.metrics.progress import checkpoints_table
-    from sparkstate.runtime.checkpoint import damaged_metadata
-    from sparkstate.runtime.checkpoint_dir import CheckpointDir
-    from sparkstate.runtime.checkpoint_stats import retained_checkpoints
+    from sparkstate.runtime.checkpoint.directory import CheckpointDir
+    from sparkstate.runtime.checkpoint.metadata import damaged_metadata
+    from sparkstate.runtime.checkpoint.stats import retained_checkpoints
 
     try:
         job_arg, (job_name, default_dir) = job_name, _job_checkpoint(job_name)
@@ -704,7 +704,7 @@ def report_command(job_name: str, checkpoint_dir: str | None, out_dir: Path | No
     without starting Spark.
     """
     from sparkstate.metrics.report import write_report
-    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+    from sparkstate.runtime.checkpoint.directory import CheckpointDir
 
     try:
         job_arg, (job_name, default_dir) = job_name, _job_checkpoint(job_name)
@@ -754,8 +754,8 @@ def savepoint_command(job_name: str, stop: bool, batch: int | None, checkpoint_d
     """
     import time
 
-    from sparkstate.runtime.savepoint_requests import savepoint
-    from sparkstate.runtime.savepoints import DEFAULT_SAVEPOINT_DIR
+    from sparkstate.runtime.savepoints.requests import savepoint
+    from sparkstate.runtime.savepoints.take import DEFAULT_SAVEPOINT_DIR
 
     started = time.monotonic()
     try:
@@ -790,7 +790,7 @@ def savepoint_command(job_name: str, stop: bool, batch: int | None, checkpoint_d
 def _job_checkpoint(job_arg: str) -> tuple[str, str]:
     """A JOB argument's job name and its default checkpoint directory: a seed job's
     ``.sparkstate/JOB/checkpoint``; a pipeline's own directory, else ``.sparkstate/NAME/checkpoint``."""
-    from sparkstate.runtime.pipeline_file import is_pipeline, load_pipeline
+    from sparkstate.runtime.run.pipeline_file import is_pipeline, load_pipeline
 
     if not is_pipeline(job_arg):
         return job_arg, str(Path(".sparkstate") / job_arg / "checkpoint")
@@ -881,7 +881,7 @@ def _generator_settings(generator: type, pairs: tuple[str, ...], options: dict |
 def _print_results(path: str, key: str, order: str | None) -> None:
     """The output's latest row per key, top 10 by ``order``."""
     from sparkstate.metrics.progress import results_table
-    from sparkstate.runtime.state_reader import latest_rows
+    from sparkstate.runtime.savepoints.state_reader import latest_rows
 
     rows = latest_rows(path, key, order)
     if rows is None:
@@ -991,7 +991,7 @@ def show_state(path: str, key: str | None, state_name: str | None, limit: int, t
 
             reader = read_savepoint(local, trusted=trusted)  # says what is wrong: missing, unfinished, not a savepoint
         else:
-            from sparkstate.runtime.state_frames import open_state
+            from sparkstate.runtime.savepoints.state_frames import open_state
 
             console.print(text(f"reading {path} through Spark's state data source (starting Spark takes a few seconds)..."))
             reader = open_state(path, batch=batch, trusted=trusted)

@@ -19,7 +19,7 @@ from sparkstate.api.time import WatermarkStrategy
 from sparkstate.errors import JobDefinitionError
 
 if TYPE_CHECKING:
-    from sparkstate.runtime.result import RunResult
+    from sparkstate.runtime.run.result import RunResult
     from sparkstate.testing.harness import KeyedHarness
 
 
@@ -130,7 +130,7 @@ class Job(JobDescription):
             return self._run(checkpoint_dir, spark, on_progress, timeout, log_file, until, fresh, on_notice,
                              from_savepoint, allow_non_restored_state, spark_ui, trust_savepoint)
         from sparkstate.metrics.endpoint import JobMetrics, MetricsServer
-        from sparkstate.runtime.spark_session import spark_ui_url
+        from sparkstate.runtime.session.classic import spark_ui_url
 
         metrics = JobMetrics(self.name, self._shown_settings(), spark_ui=spark_ui_url)
         server = MetricsServer(metrics, metrics_port, metrics_host).start()
@@ -144,7 +144,7 @@ class Job(JobDescription):
             on_notice(f"dashboard: {server.url}/ (metrics: {server.url}/jobs/{metrics.id}/metrics?get=numRecordsIn, "
                       f"Prometheus: {server.url}/metrics)")
         # the endpoint ends with the run: the final status is recorded in the checkpoint for
-        # `sparkstate report` (runtime/run_record.py); here it is set before the endpoint stops
+        # `sparkstate report` (runtime/checkpoint/run_record.py); here it is set before the endpoint stops
         try:
             spark = self._cluster_session(spark, master, spark_ui, log_file)  # after the port is known to be free
             result = self._run(checkpoint_dir, spark, progress, timeout, log_file, until, fresh, on_notice,
@@ -164,7 +164,7 @@ class Job(JobDescription):
         """The session on ``master`` when one is asked for and none is given (else ``spark``)."""
         if master is None or spark is not None:
             return spark
-        from sparkstate.runtime.spark_session import get_spark
+        from sparkstate.runtime.session import get_spark
 
         return get_spark(master=master, ui=spark_ui, parallelism=self.settings.parallelism, log_file=log_file)
 
@@ -180,7 +180,7 @@ class Job(JobDescription):
     def _run(self, checkpoint_dir: Any, spark: Any, on_progress: Any, timeout: Any, log_file: Any, until: Any,
              fresh: bool, on_notice: Any, from_savepoint: Any, allow_non_restored_state: bool,
              spark_ui: bool = True, trust_savepoint: bool = False) -> RunResult:
-        from sparkstate.runtime.run_loop import run_job
+        from sparkstate.runtime.run.loop import run_job
 
         return run_job(
             self,
@@ -218,7 +218,7 @@ class Job(JobDescription):
         ``savepoints/`` beside the checkpoint. Returns the savepoint's metadata: ``location``,
         ``batch``, ``keys``, ``bytes``, ``seconds``...
         """
-        from sparkstate.runtime.savepoint_requests import savepoint
+        from sparkstate.runtime.savepoints.requests import savepoint
 
         directory = checkpoint_dir if checkpoint_dir is not None else self.settings.checkpoint.directory
         if directory is None:

@@ -93,7 +93,7 @@ SUBMITTED = textwrap.dedent('''
     from pathlib import Path
 
     from sparkstate import Job, KeyedProcessFunction, NoopSink, UpiPayments, ValueStateDescriptor
-    from sparkstate.runtime.spark_session import active_session
+    from sparkstate.runtime.session.classic import active_session
 
 
     class Count(KeyedProcessFunction):

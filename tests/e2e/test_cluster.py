@@ -205,7 +205,7 @@ def test_a_pipeline_file_into_postgresql_on_the_cluster(cluster, tmp_path, postg
     import psycopg
     from psycopg.rows import dict_row
 
-    from sparkstate.runtime.pipeline_file import load_pipeline
+    from sparkstate.runtime.run.pipeline_file import load_pipeline
 
     done = run(tmp_path, "run", str(ROOT / "examples" / "pipeline.py"), "--master", cluster.master,
                "--sink", f"{postgres_db}?table=sums", *FLAGS)

@@ -17,7 +17,7 @@ from sparkstate import (
     MemorySink,
     ValueStateDescriptor,
 )
-from sparkstate.runtime.checkpoint_dir import CheckpointDir
+from sparkstate.runtime.checkpoint.directory import CheckpointDir
 
 
 class Typed(KeyedProcessFunction):

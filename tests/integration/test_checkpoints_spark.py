@@ -21,9 +21,9 @@ from sparkstate import (
     MemorySink,
     ValueStateDescriptor,
 )
-from sparkstate.runtime.checkpoint_dir import CheckpointDir
-from sparkstate.runtime.checkpoint_stats import CheckpointLog, retained_checkpoints
-from sparkstate.runtime.storage import HadoopStorage
+from sparkstate.runtime.checkpoint.directory import CheckpointDir
+from sparkstate.runtime.checkpoint.stats import CheckpointLog, retained_checkpoints
+from sparkstate.runtime.checkpoint.storage import HadoopStorage
 
 FAST = "100 milliseconds"
 

@@ -14,7 +14,7 @@ from ttl_stub import has_ttl_handles, stub_for
 from sparkstate import MemorySink
 from sparkstate.connectors.generator import UpiTransactions
 from sparkstate.jobs.dedup import Dedup, build
-from sparkstate.runtime.state_reader import group_metas
+from sparkstate.runtime.savepoints.state_reader import group_metas
 
 cloudpickle.register_pickle_by_value(ttl_stub)
 

@@ -13,7 +13,7 @@ from spark_helpers import FAST
 
 from sparkstate import FileSource, MemorySink
 from sparkstate.jobs import get_job
-from sparkstate.runtime.savepoints import take_savepoint
+from sparkstate.runtime.savepoints.take import take_savepoint
 
 pytestmark = pytest.mark.spark
 

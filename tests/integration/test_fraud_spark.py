@@ -12,7 +12,7 @@ from spark_helpers import FAST, same_rows
 from sparkstate import MemorySink
 from sparkstate.jobs import JOBS
 from sparkstate.jobs.fraud_detection import SEED_RULE, rules_source
-from sparkstate.runtime.spark_sources import source_offset
+from sparkstate.runtime.io.sources import source_offset
 
 BIG = {"rule_id": "big", "min_amount": 3000.0, "action": "alert"}
 

@@ -19,7 +19,7 @@ from test_db_sinks_spark import forget_last_commit
 
 from sparkstate import Job, KafkaSink, KeyedProcessFunction, ListSource, ValueStateDescriptor
 from sparkstate.connectors.kafka import protocol
-from sparkstate.runtime.savepoints import take_savepoint
+from sparkstate.runtime.savepoints.take import take_savepoint
 
 #: one event per key and batch, so each row's total is the same however a batch is ordered;
 #: batch 1 holds an event without a key: a dead letter

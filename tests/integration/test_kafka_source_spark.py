@@ -28,7 +28,7 @@ from sparkstate import (
     ValueStateDescriptor,
     WatermarkStrategy,
 )
-from sparkstate.runtime.savepoints import take_savepoint
+from sparkstate.runtime.savepoints.take import take_savepoint
 
 SCHEMA = "merchant_id string, amount double, kafka_partition int, kafka_offset bigint"
 

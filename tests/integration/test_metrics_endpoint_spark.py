@@ -15,8 +15,8 @@ from sparkstate import Job, KeyedProcessFunction, ListSource, MemorySink, NoopSi
 from sparkstate.errors import JobFailedError
 from sparkstate.jobs.running_sum import OUTPUT, RunningSum
 from sparkstate.metrics.report import write_report
-from sparkstate.runtime.checkpoint_dir import CheckpointDir
-from sparkstate.runtime.run_record import last_run
+from sparkstate.runtime.checkpoint.directory import CheckpointDir
+from sparkstate.runtime.checkpoint.run_record import last_run
 
 pytestmark = pytest.mark.spark
 

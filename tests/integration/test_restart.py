@@ -93,7 +93,7 @@ def test_parquet_output_is_exactly_once_across_a_failure(spark, checkpoint, tmp_
 
 
 def test_restart_between_the_end_marker_and_the_final_batch(spark, checkpoint):
-    from sparkstate.runtime.spark_sources import source_offset
+    from sparkstate.runtime.io.sources import source_offset
 
     case = CASES_BY_NAME["event-timers"]
     sink = MemorySink()
@@ -135,9 +135,9 @@ def test_a_checkpoint_in_the_earlier_state_layout_resumes_and_its_small_groups_g
     a savepoint of the mixed layout holds every key once."""
     import dataclasses
 
-    from sparkstate.runtime import run_loop
-    from sparkstate.runtime.savepoints import take_savepoint
-    from sparkstate.runtime.state_reader import group_metas
+    from sparkstate.runtime.run import loop as run_loop
+    from sparkstate.runtime.savepoints.state_reader import group_metas
+    from sparkstate.runtime.savepoints.take import take_savepoint
     from sparkstate.savepoint.reader import read_savepoint
 
     # 16 key groups, buckets of 3 keys: the first batches (12 keys) leave every group one

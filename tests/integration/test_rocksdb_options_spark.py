@@ -7,7 +7,7 @@ import pytest
 
 from sparkstate import Job, NoopSink, UpiPayments
 from sparkstate.jobs.running_sum import OUTPUT, RunningSum
-from sparkstate.runtime.planner import explain
+from sparkstate.runtime.streaming.planner import explain
 
 pytestmark = pytest.mark.spark
 

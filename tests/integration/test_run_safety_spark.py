@@ -58,8 +58,8 @@ class Total(KeyedProcessFunction):
 def test_default_side_outputs_keep_the_batches_the_checkpoint_retains(spark, checkpoint, monkeypatch, through_hadoop):
     # each batch has an event without event time: a dead letter in the checkpoint's side-outputs/
     if through_hadoop:  # as in an hdfs:// or s3a:// checkpoint: written by Spark, pruned through Hadoop, on the local disk
-        from sparkstate.runtime import spark_sinks
-        from sparkstate.runtime.storage import HadoopStorage
+        from sparkstate.runtime.checkpoint.storage import HadoopStorage
+        from sparkstate.runtime.io import sinks as spark_sinks
 
         monkeypatch.setattr(spark_sinks, "is_local", lambda path: False)
         monkeypatch.setattr(spark_sinks, "open_storage", lambda path, s=None: HadoopStorage(str(path), s or spark))
@@ -86,8 +86,8 @@ def test_default_side_outputs_keep_the_batches_the_checkpoint_retains(spark, che
 
 def test_a_lease_guards_a_checkpoint_reached_through_hadoop(spark, tmp_path):
     from sparkstate.errors import CheckpointInUseError
-    from sparkstate.runtime.run_lock import LEASE_FILE, lock_checkpoint
-    from sparkstate.runtime.storage import HadoopStorage
+    from sparkstate.runtime.checkpoint.run_lock import LEASE_FILE, lock_checkpoint
+    from sparkstate.runtime.checkpoint.storage import HadoopStorage
 
     storage = HadoopStorage(str(tmp_path / "ckpt"), spark)  # as for hdfs:// or s3a://, on the local disk
     first = lock_checkpoint(storage, "job-a")
@@ -101,8 +101,8 @@ def test_a_lease_guards_a_checkpoint_reached_through_hadoop(spark, tmp_path):
 def test_metadata_survives_a_hadoop_write_cut_between_delete_and_rename(spark, tmp_path):
     """On HDFS or S3 the new content takes the file's name by delete + rename: a crash between
     the two left no sparkstate.json, and the checkpoint looked like one sparkstate did not write."""
-    from sparkstate.runtime.checkpoint_dir import CheckpointDir
-    from sparkstate.runtime.storage import HadoopStorage
+    from sparkstate.runtime.checkpoint.directory import CheckpointDir
+    from sparkstate.runtime.checkpoint.storage import HadoopStorage
 
     storage = HadoopStorage(str(tmp_path / "ckpt"), spark)
     checkpoint = CheckpointDir(storage)
@@ -119,8 +119,8 @@ def test_a_checkpoint_reached_through_hadoop_refuses_and_clears_as_a_local_one(s
     """HDFS or S3 take the same rules as a local directory: a folder of someone's files is no
     checkpoint, and --fresh's clear deletes only the layout's names there."""
     from sparkstate.errors import CheckpointMismatchError
-    from sparkstate.runtime.checkpoint_dir import CheckpointDir
-    from sparkstate.runtime.storage import HadoopStorage
+    from sparkstate.runtime.checkpoint.directory import CheckpointDir
+    from sparkstate.runtime.checkpoint.storage import HadoopStorage
 
     root = tmp_path / "ckpt"
     (root / "src").mkdir(parents=True)

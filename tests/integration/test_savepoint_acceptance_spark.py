@@ -30,7 +30,7 @@ from sparkstate import (
     agg,
 )
 from sparkstate.api.state import TIMERS_FIELD
-from sparkstate.runtime.savepoints import take_savepoint
+from sparkstate.runtime.savepoints.take import take_savepoint
 from sparkstate.savepoint.files import LocalDirectory, open_savepoint
 
 SCHEMA = "ts bigint, k string, v bigint, kind string"

@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from sparkstate import Job, KeyedProcessFunction, ListSource, MemorySink, ValueStateDescriptor
 from sparkstate.cli import main
-from sparkstate.runtime.state_frames import read_checkpoint, read_state_spark, write_savepoint
-from sparkstate.runtime.state_reader import count_keys
+from sparkstate.runtime.savepoints.state_frames import read_checkpoint, read_state_spark, write_savepoint
+from sparkstate.runtime.savepoints.state_reader import count_keys
 
 
 class Balance(KeyedProcessFunction):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from sparkstate.errors import SavepointError
-from sparkstate.runtime.hadoop_directory import HadoopDirectory
+from sparkstate.runtime.checkpoint.hadoop_directory import HadoopDirectory
 from sparkstate.savepoint.files import SavepointWriter, open_savepoint
 
 RECORDS = [("m1", {"total": 1.5, "__timers__": {(0, 60_000)}}), ("m2", {"total": 2.0})]

@@ -12,7 +12,7 @@ from spark_helpers import harness_like_spark, same_rows
 
 from sparkstate import Job, ParquetSink
 from sparkstate.jobs.running_sum import build
-from sparkstate.runtime import savepoints
+from sparkstate.runtime.savepoints import take as savepoints
 from sparkstate.savepoint.files import LocalDirectory, open_savepoint
 
 EVENTS = 1_500

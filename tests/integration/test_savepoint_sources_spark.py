@@ -22,8 +22,8 @@ from sparkstate import (
     WatermarkStrategy,
 )
 from sparkstate.jobs import get_job
-from sparkstate.runtime.checkpoint_dir import CheckpointDir
-from sparkstate.runtime.savepoints import take_savepoint
+from sparkstate.runtime.checkpoint.directory import CheckpointDir
+from sparkstate.runtime.savepoints.take import take_savepoint
 
 
 def running_sum(source):

@@ -17,7 +17,7 @@ from spark_helpers import harness_like_spark, same_rows
 
 from sparkstate import Job, ParquetSink, SavepointError, SinkError, SqliteSink
 from sparkstate.jobs.running_sum import build
-from sparkstate.runtime import savepoint_requests
+from sparkstate.runtime.savepoints import requests as savepoint_requests
 from sparkstate.savepoint.files import LocalDirectory, open_savepoint
 
 #: the running job reads slowly (rate-limited, small batches), so that it is stopped mid-stream

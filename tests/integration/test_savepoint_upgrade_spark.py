@@ -11,7 +11,7 @@ from spark_helpers import FAST
 
 from sparkstate import Job, KeyedProcessFunction, ListSource, MemorySink, ValueStateDescriptor
 from sparkstate.errors import StateMigrationError
-from sparkstate.runtime.savepoints import take_savepoint
+from sparkstate.runtime.savepoints.take import take_savepoint
 
 BATCHES = [
     [{"k": "a", "v": 1}, {"k": "b", "v": 2}],

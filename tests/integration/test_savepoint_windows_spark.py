@@ -12,7 +12,7 @@ import pytest
 from spark_helpers import FAST
 
 from sparkstate import EventTimeSessionWindows, Job, ListSource, MemorySink, TumblingEventTimeWindows, WatermarkStrategy, agg
-from sparkstate.runtime.savepoints import take_savepoint
+from sparkstate.runtime.savepoints.take import take_savepoint
 
 SCHEMA = "k string, ts bigint, v double"
 BATCHES = [

@@ -17,8 +17,8 @@ from ttl_stub import stub_for
 from sparkstate import FileSource, Job, KeyedProcessFunction, ListSource, MemorySink, ValueStateDescriptor
 from sparkstate.api.time import WatermarkStrategy
 from sparkstate.api.ttl import StateTtlConfig
-from sparkstate.runtime.state_frames import read_checkpoint
-from sparkstate.runtime.state_reader import group_metas
+from sparkstate.runtime.savepoints.state_frames import read_checkpoint
+from sparkstate.runtime.savepoints.state_reader import group_metas
 
 # Spark's Python workers cannot import modules from tests/: ship the stub by value
 cloudpickle.register_pickle_by_value(ttl_stub)

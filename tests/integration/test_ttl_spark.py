@@ -23,8 +23,8 @@ from sparkstate import (
     ValueStateDescriptor,
     WatermarkStrategy,
 )
-from sparkstate.runtime.checkpoint_dir import CheckpointDir
-from sparkstate.runtime.savepoints import batch_timestamp
+from sparkstate.runtime.checkpoint.directory import CheckpointDir
+from sparkstate.runtime.savepoints.take import batch_timestamp
 
 OUTPUT = "k string, v bigint, pt bigint, last bigint, last_et bigint, recent string, seen string"
 TTL_MS = 250

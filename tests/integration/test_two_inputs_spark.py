@@ -15,7 +15,7 @@ from sparkstate import MemorySink
 
 
 def test_broadcast_job_restarted_then_rescaled_gives_the_uninterrupted_output(spark, tmp_path):
-    from sparkstate.runtime.savepoints import take_savepoint
+    from sparkstate.runtime.savepoints.take import take_savepoint
 
     case = CASES_BY_NAME["broadcast-rules"]
     sink, dead = MemorySink(), MemorySink()
@@ -55,8 +55,9 @@ def test_broadcast_files_no_retained_checkpoint_refers_to_are_deleted(spark, tmp
     one checkpoint, the job keeps the broadcast state that checkpoint refers to and the savepoint
     taken from it restores that state."""
     from sparkstate import CheckpointConfig
-    from sparkstate.runtime import checkpoint_dir, run_loop
-    from sparkstate.runtime.savepoints import take_savepoint
+    from sparkstate.runtime.checkpoint import directory as checkpoint_dir
+    from sparkstate.runtime.run import loop as run_loop
+    from sparkstate.runtime.savepoints.take import take_savepoint
 
     monkeypatch.setattr(run_loop, "PRUNE_SECONDS", 0.0)  # after every look at the progress
     monkeypatch.setattr(checkpoint_dir, "BROADCAST_CLOCK_MARGIN", 0)

@@ -19,7 +19,7 @@ from sparkstate import (
     WatermarkStrategy,
     agg,
 )
-from sparkstate.runtime.planner import native_blockers, plan
+from sparkstate.runtime.streaming.planner import native_blockers, plan
 
 MIN = 60_000
 SCHEMA = "ts bigint, k string, v double"

@@ -61,8 +61,8 @@ def test_progress_line_shows_the_checkpoint():
 
 
 def test_checkpoints_lists_the_retained_ones_without_spark(tmp_path):
-    from sparkstate.runtime.checkpoint_dir import CheckpointDir
-    from sparkstate.runtime.checkpoint_stats import CheckpointLog, CheckpointStats
+    from sparkstate.runtime.checkpoint.directory import CheckpointDir
+    from sparkstate.runtime.checkpoint.stats import CheckpointLog, CheckpointStats
 
     root = tmp_path / "ckpt"
     for b in (3, 4):

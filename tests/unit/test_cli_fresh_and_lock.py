@@ -85,7 +85,7 @@ def test_fresh_deletes_the_names_of_the_checkpoint_layout_and_nothing_else(tmp_p
     """`CheckpointDir.clear`, without Spark: Spark's and sparkstate's entries (with checksums and
     temporary files) go, the lock stays, and so does everything else, `output/` included
     unless it holds the claim of a job run on this checkpoint."""
-    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+    from sparkstate.runtime.checkpoint.directory import CheckpointDir
 
     root = tmp_path / "ckpt"
     theirs = _users_folder(root)
@@ -161,7 +161,7 @@ def test_fresh_keeps_a_table_the_job_did_not_create_though_the_run_then_fails(tm
 def _hold_lock(ckpt: Path) -> subprocess.Popen:
     code = (
         "import sys, time\n"
-        "from sparkstate.runtime.checkpoint_dir import CheckpointDir\n"
+        "from sparkstate.runtime.checkpoint.directory import CheckpointDir\n"
         f"lock = CheckpointDir.open({str(ckpt)!r}).lock('running-sum')\n"
         "print('locked', flush=True)\n"
         "time.sleep(120)\n"
@@ -197,7 +197,7 @@ def test_a_second_run_on_a_checkpoint_fails_at_once_naming_the_first(tmp_path):
 
 @pytest.fixture
 def storage(tmp_path):
-    from sparkstate.runtime.storage import LocalStorage
+    from sparkstate.runtime.checkpoint.storage import LocalStorage
 
     return LocalStorage(str(tmp_path))
 
@@ -205,7 +205,7 @@ def storage(tmp_path):
 def test_lease_of_a_live_run_is_refused_and_a_stale_one_taken_over(storage, monkeypatch):
     """The lease that guards a checkpoint on HDFS or S3, exercised on a local directory."""
     from sparkstate.errors import CheckpointInUseError
-    from sparkstate.runtime import run_lock
+    from sparkstate.runtime.checkpoint import run_lock
 
     first = run_lock.RunLock(storage, "job-a")
     first._lease()
@@ -272,8 +272,8 @@ def test_a_table_the_job_created_is_dropped_by_fresh_and_one_it_found_is_kept(tm
 def test_fresh_deletes_an_output_folder_only_when_the_job_claimed_it(tmp_path):
     from sparkstate.connectors.sinks import ParquetSink
     from sparkstate.jobs import get_job
-    from sparkstate.runtime.checkpoint_dir import CheckpointDir
-    from sparkstate.runtime.fresh import CLAIM_FILE, claim_outputs, start_fresh
+    from sparkstate.runtime.checkpoint.directory import CheckpointDir
+    from sparkstate.runtime.checkpoint.fresh import CLAIM_FILE, claim_outputs, start_fresh
 
     ckpt = CheckpointDir.open(tmp_path / "ckpt")
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
@@ -313,7 +313,7 @@ MOUNTS = """\
     ("/home/me/ckpt", None),
 ])
 def test_a_mount_whose_locks_stay_on_this_host_is_found(path, problem):
-    from sparkstate.runtime.run_lock import flock_problem
+    from sparkstate.runtime.checkpoint.run_lock import flock_problem
 
     found = flock_problem(path, MOUNTS)
     assert (found is None) if problem is None else (found is not None and problem in found), found
@@ -324,8 +324,8 @@ def test_the_lock_is_refused_where_it_cannot_keep_another_hosts_run_out(tmp_path
     an object store the lease file's create is not exclusive. Such a run is refused unless the
     user says one run at a time uses the checkpoint."""
     from sparkstate.errors import SparkStateError
-    from sparkstate.runtime import run_lock
-    from sparkstate.runtime.storage import LocalStorage, Storage
+    from sparkstate.runtime.checkpoint import run_lock
+    from sparkstate.runtime.checkpoint.storage import LocalStorage, Storage
 
     monkeypatch.delenv("SPARKSTATE_UNSAFE_LOCK", raising=False)
     shared = os.path.realpath(tmp_path)

@@ -143,15 +143,15 @@ _PACKAGES = {_module_name(p) for p in PACKAGE.rglob("__init__.py")}
 
 def test_the_graph_sees_lazy_imports_and_skips_type_checking_ones():
     job = {t for t, _ in GRAPH["sparkstate.job"]}
-    assert "sparkstate.runtime.run_loop" in job  # inside Job.run
-    assert "sparkstate.runtime.result" not in job  # under `if TYPE_CHECKING:` only
+    assert "sparkstate.runtime.run.loop" in job  # inside Job.run
+    assert "sparkstate.runtime.run.result" not in job  # under `if TYPE_CHECKING:` only
     assert "sparkstate.errors" in {t for t, _ in GRAPH["sparkstate.api.time"]}
     assert "sparkstate" not in {t for t, _ in GRAPH["sparkstate.api.time"]}
 
 
 def test_the_cycle_graph_counts_type_checking_imports():
     job = {t for t, _ in TYPED_GRAPH["sparkstate.job"]}
-    assert {"sparkstate.runtime.run_loop", "sparkstate.runtime.result"} <= job
+    assert {"sparkstate.runtime.run.loop", "sparkstate.runtime.run.result"} <= job
 
 
 def test_every_module_is_on_a_known_floor():

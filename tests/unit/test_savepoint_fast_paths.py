@@ -112,7 +112,7 @@ def _model_layout(records: list, bucket_size: int, inline: bool):
 @pytest.mark.parametrize("inline", [False, True])
 @pytest.mark.parametrize(("n_keys", "bucket_size"), [(1, 4), (3, 4), (5, 4), (300, 4), (1000, 128), (129, 128)])
 def test_restore_lays_out_buckets_as_splitting_would(n_keys, bucket_size, inline):
-    from sparkstate.runtime.spark_processor import KeyGroupRunner
+    from sparkstate.runtime.streaming.processor import KeyGroupRunner
 
     rng = random.Random(n_keys)
     records = [(f"k{i}", {"v": i, TIMERS_FIELD: {(i % 2, rng.randint(0, 10**6))}} if i % 3 else {"v": i})

@@ -12,7 +12,7 @@ HOSTILE = ["[/]", "[link=https://evil.example]click[/link]", "\x1b]0;pwned\x07\x
 
 def test_console_sink_prints_cells_as_they_are(capsys):
     from sparkstate.connectors.sinks import ConsoleSink
-    from sparkstate.runtime.spark_sinks import _print_batch
+    from sparkstate.runtime.io.sinks import _print_batch
 
     table = pa.table({"who[/]": HOSTILE, "n": [1, 2, 3, 4]})
     _print_batch(ConsoleSink(truncate=False), table, 7, title="dead_letters[/]: ")
@@ -34,7 +34,7 @@ def test_results_and_warnings_print_data_as_text():
     from rich.console import Console
 
     from sparkstate.metrics.progress import print_summary, results_table
-    from sparkstate.runtime.result import RunResult
+    from sparkstate.runtime.run.result import RunResult
 
     console = Console(record=True, width=300, highlight=False)
     console.print(results_table([{"merchant": "[/]\x1b[31m", "total": 1.5}], "top 1 [/]"))

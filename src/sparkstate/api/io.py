@@ -2,7 +2,7 @@
 may ask of any source or sink spec.
 
 The specs themselves live in ``sparkstate.connectors`` (plain dataclasses, no Spark); their
-Spark bindings in ``sparkstate.runtime.spark_sources`` and ``spark_sinks``. A spec offers
+Spark bindings in ``sparkstate.runtime.io.sources`` and ``spark_sinks``. A spec offers
 every member below, so callers call them instead of probing for them: adding a source means
 writing its spec and one Spark binding, nothing else.
 """

@@ -1,4 +1,4 @@
-"""Sink specs: where a job's output goes. The Spark binding is ``sparkstate.runtime.spark_sinks``.
+"""Sink specs: where a job's output goes. The Spark binding is ``sparkstate.runtime.io.sinks``.
 
 Exactly-once holds for ``ParquetSink`` (Spark's file sink commits each batch in its
 ``_spark_metadata`` log), ``MemorySink`` (a replayed batch replaces its earlier copy) and the

@@ -1,4 +1,4 @@
-"""Source specs: what a job reads. The Spark binding lives in ``sparkstate.runtime.spark_sources``.
+"""Source specs: what a job reads. The Spark binding lives in ``sparkstate.runtime.io.sources``.
 
 * :class:`~sparkstate.connectors.generator.UpiPayments` (and the other generators) - built-in,
   replayable.

@@ -17,7 +17,7 @@ Invariants:
   a file leaves an unreferenced file, which is harmless (a replay writes the same content).
 * a file's modification time is when a batch last made it the current state: saving a
   content that is already on disk touches its file. Every key group applies every broadcast
-  element (``runtime/query.py``), so after the batch that saves a content, every key group's
+  element (``runtime/streaming/query.py``), so after the batch that saves a content, every key group's
   meta entry refers to it or to a later one.
 * hence :meth:`BroadcastStore.prune`: a file is no longer referred to once a *later* file was
   saved before the oldest checkpoint version anyone may read was committed. The driver prunes

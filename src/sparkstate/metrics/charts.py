@@ -3,7 +3,7 @@
 matplotlib).
 
 A chart's series are fields of a batch's *point* (:func:`point`): the batch's checkpoint
-record (:class:`~sparkstate.runtime.checkpoint_stats.CheckpointStats` as a dict) with the
+record (:class:`~sparkstate.runtime.checkpoint.stats.CheckpointStats` as a dict) with the
 figures derived from it. A point's ``t`` is when the batch completed, in epoch seconds; a
 field that is None is a gap in its series (a figure the batch did not have).
 """

@@ -22,7 +22,7 @@ whose name was made to point at 127.0.0.1 (DNS rebinding), gets 403.
 
 The endpoint ends with the run; the run's final status (``FINISHED``, ``CANCELED``,
 ``FAILED``) and its failed checkpoints are recorded in the checkpoint for ``sparkstate report``
-(``runtime/run_record.py``).
+(``runtime/checkpoint/run_record.py``).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from sparkstate.errors import SparkStateError
-from sparkstate.runtime.checkpoint_stats import epoch_ms, rows_out, state_bytes
+from sparkstate.runtime.checkpoint.stats import epoch_ms, rows_out, state_bytes
 
 #: Flink's metric names where Flink has them, then sparkstate's own: name -> (what, unit)
 METRICS: dict[str, str] = {

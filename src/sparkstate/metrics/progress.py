@@ -3,7 +3,7 @@
 Figures come from Spark's own progress reports (one per micro-batch): batch duration, the
 state store's entry count and size (RocksDB's SST files, or the hashmap's current version),
 and the watermark; event counts come from sparkstate's source offsets, and each checkpoint's
-duration and size from ``runtime/checkpoint_stats.py``.
+duration and size from ``runtime/checkpoint/stats.py``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sparkstate.runtime.checkpoint_stats import CheckpointStats, state_bytes
-from sparkstate.runtime.result import CheckpointTotals, RunResult
-from sparkstate.runtime.terminal import human_bytes, labelled, text
+from sparkstate.runtime.checkpoint.stats import CheckpointStats, state_bytes
+from sparkstate.runtime.run.result import CheckpointTotals, RunResult
+from sparkstate.runtime.run.terminal import human_bytes, labelled, text
 
 
 class ProgressPrinter:

@@ -1,13 +1,13 @@
 """``sparkstate report``: the charts of a run that had no dashboard open, from what its
 checkpoint directory records (``<checkpoint>/sparkstate/checkpoints.jsonl``, one record per
 retained batch, the newest ``checkpoint_stats.MAX_RECORDS`` at most: see
-``runtime/checkpoint_stats.py``).
+``runtime/checkpoint/stats.py``).
 
 It writes one self-contained HTML page (the dashboard's page with the data inlined:
 ``dashboard.report_page``) and a PNG of each of its charts (``charts.CHARTS``, drawn by
 matplotlib without a display). The figures cover the batches the checkpoint retains
 (``--retained``, 100 by default), as ``sparkstate checkpoints`` lists them; the status is how
-the last run ended, and the failed checkpoints those of every run (``runtime/run_record.py``).
+the last run ended, and the failed checkpoints those of every run (``runtime/checkpoint/run_record.py``).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Any
 
 from sparkstate.metrics.charts import CHARTS, Chart, point
 from sparkstate.metrics.dashboard import report_page
-from sparkstate.runtime.checkpoint_dir import CheckpointDir
-from sparkstate.runtime.checkpoint_stats import retained_checkpoints
-from sparkstate.runtime.run_record import RunRecord, last_run
-from sparkstate.runtime.terminal import human_bytes
+from sparkstate.runtime.checkpoint.directory import CheckpointDir
+from sparkstate.runtime.checkpoint.run_record import RunRecord, last_run
+from sparkstate.runtime.checkpoint.stats import retained_checkpoints
+from sparkstate.runtime.run.terminal import human_bytes
 
 
 @dataclass

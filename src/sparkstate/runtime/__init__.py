@@ -4,4 +4,4 @@ below it does (see docs/design.md, "Layers")."""
 
 # source bindings in modules of their own register themselves with spark_sources.spark_source
 # when imported: importing the package registers them before any binding is looked up
-from sparkstate.runtime import kafka_source as _kafka_source  # noqa: E402,F401
+from sparkstate.runtime.io import kafka_source as _kafka_source  # noqa: E402,F401

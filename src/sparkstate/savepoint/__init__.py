@@ -2,7 +2,7 @@
 in a portable format (``format.py``) written and read with checksums (``files.py``).
 
 Taking a savepoint from a checkpoint and restoring one into a new run need Spark and live in
-``runtime/`` (``runtime/savepoints.py``, ``runtime/restore.py``); this package is plain
+``runtime/`` (``runtime/savepoints/take.py``, ``runtime/savepoints/restore.py``); this package is plain
 Python and pyarrow, so a savepoint can be read, checked and written without Spark.
 """
 

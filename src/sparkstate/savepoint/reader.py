@@ -25,7 +25,7 @@ Example::
     sp.timers()                # merchant_id, domain, timestamp
     print(sp.key("m000042"))   # all of one key's state and timers
 
-A checkpoint is read through Spark (``sparkstate.runtime.state_frames.read_checkpoint``);
+A checkpoint is read through Spark (``sparkstate.runtime.savepoints.state_frames.read_checkpoint``);
 the frames are the same. Everything here is plain Python, pyarrow and pandas.
 """
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from sparkstate import CheckpointConfig, CheckpointStorageError, JobDefinitionError
-from sparkstate.runtime.checkpoint_dir import CheckpointDir, _storage_error
-from sparkstate.runtime.storage import LocalStorage, is_local, join, normalize, open_storage
+from sparkstate.runtime.checkpoint.directory import CheckpointDir, _storage_error
+from sparkstate.runtime.checkpoint.storage import LocalStorage, is_local, join, normalize, open_storage
 
 # ------------------------------------------------------------------ CheckpointConfig
 

@@ -56,7 +56,7 @@ def assert_hidden(*texts: str) -> None:
 def shown_by_sink(url: str) -> list[str]:
     """What a run shows or stores of ``--sink url``, or the error that refuses it."""
     from sparkstate.connectors.database import bind_job_sinks
-    from sparkstate.runtime.spark_sinks import database_writers
+    from sparkstate.runtime.io.sinks import database_writers
 
     try:
         sink = parse_sink(url)
@@ -159,8 +159,8 @@ def test_a_password_holding_a_question_mark_or_hash_reaches_postgresql_whole():
 def test_a_savepoint_of_an_old_checkpoint_does_not_copy_its_password(tmp_path):
     """A checkpoint written before passwords were masked this way may hold one in its
     metadata: the savepoint of it records the masked form."""
-    from sparkstate.runtime.checkpoint import CheckpointDir
-    from sparkstate.runtime.savepoint_requests import recorded_sinks
+    from sparkstate.runtime.checkpoint.metadata import CheckpointDir
+    from sparkstate.runtime.savepoints.requests import recorded_sinks
 
     checkpoint = CheckpointDir.open(tmp_path)
     old = {"table": "t", "writer": "j@t", "database": "postgresql://app:S3cr/et9Z@db/prod table=t mode=append"}

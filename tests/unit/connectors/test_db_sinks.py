@@ -549,7 +549,7 @@ def test_a_dead_letter_holding_a_nul_character_is_kept_escaped(db):
     """A text line with a NUL character is a dead letter; the dead-letter table keeps it."""
     from sparkstate.api.functions import DEAD_LETTERS
     from sparkstate.api.schema import Schema
-    from sparkstate.runtime.spark_sinks import spark_sink
+    from sparkstate.runtime.io.sinks import spark_sink
 
     sink = db.sink(table="out_dead_letters")
     rows = [{"raw": "a\x00b", "reason": "not JSON"}]

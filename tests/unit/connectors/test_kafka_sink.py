@@ -310,8 +310,8 @@ def test_a_marker_sparkstate_did_not_write_is_refused(kafka_broker):
 def test_fresh_resets_the_kafka_writers_and_says_the_records_stay(kafka_broker, tmp_path):
     from sparkstate import Job, ListSource
     from sparkstate.connectors.database import bind_job_sinks
-    from sparkstate.runtime.checkpoint_dir import CheckpointDir
-    from sparkstate.runtime.fresh import start_fresh
+    from sparkstate.runtime.checkpoint.directory import CheckpointDir
+    from sparkstate.runtime.checkpoint.fresh import start_fresh
 
     base = new_sink(kafka_broker)
     job = bind_job_sinks(Job(base.job).source(ListSource([[{"k": "a"}]], "k string")).sink(base))
@@ -331,8 +331,8 @@ def test_fresh_with_an_unreachable_broker_deletes_nothing(tmp_path, monkeypatch)
 
     from sparkstate import Job, ListSource
     from sparkstate.connectors.database import bind_job_sinks
-    from sparkstate.runtime.checkpoint_dir import CheckpointDir
-    from sparkstate.runtime.fresh import start_fresh
+    from sparkstate.runtime.checkpoint.directory import CheckpointDir
+    from sparkstate.runtime.checkpoint.fresh import start_fresh
 
     monkeypatch.setattr(client, "METADATA_TIMEOUT_S", 1.0)
     servers = f"127.0.0.1:{_free_port()}"
@@ -354,7 +354,7 @@ def test_a_restored_run_is_told_of_the_batches_written_after_the_savepoint(kafka
     from sparkstate import Job, ListSource
     from sparkstate.connectors.database import bind_job_sinks
     from sparkstate.jobs.running_sum import OUTPUT, RunningSum
-    from sparkstate.runtime.spark_sinks import database_writers, restore_warnings
+    from sparkstate.runtime.io.sinks import database_writers, restore_warnings
 
     sink = new_sink(kafka_broker, key="k")
     job = bind_job_sinks(

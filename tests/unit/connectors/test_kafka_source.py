@@ -22,7 +22,7 @@ from postgres_server import closed_port
 from sparkstate import JobDefinitionError, KafkaSource
 from sparkstate.connectors.kafka.reader import OffsetBook, fetch, ranges
 from sparkstate.errors import SourceError
-from sparkstate.runtime.kafka_source import RecordDecoder, kafka_options
+from sparkstate.runtime.io.kafka_source import RecordDecoder, kafka_options
 
 GROUP = "sparkstate-test"
 
@@ -306,7 +306,7 @@ def test_kafka_source_specs_are_checked():
 
 
 def test_a_replayed_first_batch_reads_what_its_first_attempt_read(kafka_broker, tmp_path):
-    from sparkstate.runtime.kafka_source import KafkaStreamReader
+    from sparkstate.runtime.io.kafka_source import KafkaStreamReader
 
     topic = kafka_broker.new_topic("first", 2)
     kafka_broker.produce(topic, ["old"], partition=0)
@@ -342,7 +342,7 @@ def test_a_replayed_first_batch_reads_what_its_first_attempt_read(kafka_broker, 
 
 
 def test_a_batch_counts_the_records_its_offsets_span():
-    from sparkstate.runtime.spark_sources import kafka_records
+    from sparkstate.runtime.io.sources import kafka_records
 
     first = {"endOffset": json.dumps({"topics": {"t": {"0": 5, "1": 2}}, "initial": {"t": {"0": 1}}}), "startOffset": None}
     assert kafka_records(first) == 6  # a new partition counts from 0
@@ -354,7 +354,7 @@ def test_a_batch_counts_the_records_its_offsets_span():
 def test_a_topic_deleted_and_created_again_with_more_records_is_refused_unless_a_start_is_given(kafka_broker, tmp_path):
     from confluent_kafka.admin import NewTopic
 
-    from sparkstate.runtime.kafka_source import KafkaStreamReader
+    from sparkstate.runtime.io.kafka_source import KafkaStreamReader
 
     topic = kafka_broker.new_topic("again", 2)
     for part in range(2):
@@ -413,7 +413,7 @@ def test_a_topic_deleted_and_created_again_with_more_records_is_refused_unless_a
 def test_values_parsed_as_blocks_give_the_events_and_dead_letters_of_the_record_by_record_reading(kafka_broker):
     import random
 
-    from sparkstate.runtime.kafka_source import SPLIT_MIN
+    from sparkstate.runtime.io.kafka_source import SPLIT_MIN
 
     rng = random.Random(7)
 

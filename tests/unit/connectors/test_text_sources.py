@@ -26,7 +26,7 @@ from sparkstate.connectors.sources import AT_MOST_ONCE, EXACTLY_ONCE, describe_g
 from sparkstate.errors import SourceError
 from sparkstate.jobs import get_job
 from sparkstate.jobs.running_sum import RunningSum
-from sparkstate.runtime.spark_sources import SocketStreamReader
+from sparkstate.runtime.io.sources import SocketStreamReader
 
 
 def test_every_source_states_its_guarantee():

@@ -61,9 +61,9 @@ def test_end_of_input_marker_has_no_events():
 def test_sparks_python_processes_put_the_installed_pyspark_before_sparks_zip(tmp_path):
     import importlib.util
 
-    import sparkstate.runtime
+    import sparkstate.runtime.session
 
-    source = Path(sparkstate.runtime.__file__).with_name("worker_path") / "sitecustomize.py"
+    source = Path(sparkstate.runtime.session.__file__).with_name("worker_path") / "sitecustomize.py"
     spec = importlib.util.spec_from_file_location("worker_sitecustomize", source)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -153,7 +153,7 @@ def test_a_window_job_whose_list_source_holds_a_runaway_event_keeps_off_the_nati
     from datetime import timedelta
 
     from sparkstate import Job, ListSource, MemorySink, TumblingEventTimeWindows, WatermarkStrategy, agg
-    from sparkstate.runtime.planner import native_blockers
+    from sparkstate.runtime.streaming.planner import native_blockers
 
     def job(ts):
         wm = WatermarkStrategy.for_bounded_out_of_orderness(timedelta(0)).with_timestamp_column("ts")

@@ -115,7 +115,7 @@ def test_the_harness_watermark_starts_at_the_epoch_as_spark_s_does():
 def test_windows_before_the_epoch_keep_off_the_native_path():
     # Spark SQL's window aggregation drops windows that end at or before its watermark, which
     # starts at 0: it lost [-3000, -2000) ... [-1000, 0), which the Python path fires
-    from sparkstate.runtime.planner import native_blockers
+    from sparkstate.runtime.streaming.planner import native_blockers
 
     before = WindowCase("before", WindowSpec("tumbling", 1000), [[("a", -2500, 1.0)], [("a", 1500, 1.0)]])
     after = WindowCase("after", WindowSpec("tumbling", 1000), [[("a", 0, 1.0)], [("a", 1500, 1.0)]])

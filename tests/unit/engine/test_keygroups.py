@@ -307,7 +307,7 @@ def test_a_restored_one_bucket_group_is_written_inline_on_rocksdb_only():
     from types import SimpleNamespace
 
     from sparkstate.engine.ttl import TtlCleanup
-    from sparkstate.runtime.spark_processor import KeyGroupRunner
+    from sparkstate.runtime.streaming.processor import KeyGroupRunner
 
     class Plan:
         def records(self, blob):

@@ -376,8 +376,8 @@ def test_a_restored_harness_sweeps_the_restored_state(tmp_path):
 def test_a_checkpoint_records_ttl_configs_and_its_savepoint_files_leave_expired_entries_out():
     from types import SimpleNamespace
 
-    from sparkstate.runtime.checkpoint import job_metadata
-    from sparkstate.runtime.savepoints import _group_frame, snapshot_cleanup
+    from sparkstate.runtime.checkpoint.metadata import job_metadata
+    from sparkstate.runtime.savepoints.take import _group_frame, snapshot_cleanup
     from sparkstate.savepoint.format import read_table, table_to_records
 
     snap = ValueStateDescriptor("v", int).enable_time_to_live(ttl(snapshot=True))
@@ -404,7 +404,7 @@ def test_a_checkpoint_records_ttl_configs_and_its_savepoint_files_leave_expired_
 def test_a_key_group_restored_on_spark_is_swept_one_interval_later():
     from types import SimpleNamespace
 
-    from sparkstate.runtime.spark_processor import KeyGroupRunner
+    from sparkstate.runtime.streaming.processor import KeyGroupRunner
 
     class Plan:
         def records(self, blob):

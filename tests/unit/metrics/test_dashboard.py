@@ -11,8 +11,8 @@ from sparkstate import ListSource, UpiPayments
 from sparkstate.metrics.charts import CHARTS, chart_specs, point
 from sparkstate.metrics.dashboard import live_page, report_page
 from sparkstate.metrics.report import values
-from sparkstate.runtime.checkpoint_stats import CheckpointStats, batch_figures
-from sparkstate.runtime.spark_sources import input_waiting
+from sparkstate.runtime.checkpoint.stats import CheckpointStats, batch_figures
+from sparkstate.runtime.io.sources import input_waiting
 
 REPORTS = json.loads((Path(__file__).parents[1] / "runtime" / "data" / "progress_reports.json").read_text())
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from sparkstate import CheckpointMismatchError, CheckpointStorageError
-from sparkstate.runtime import checkpoint
-from sparkstate.runtime.checkpoint_dir import CheckpointDir
+from sparkstate.runtime.checkpoint import metadata as checkpoint
+from sparkstate.runtime.checkpoint.directory import CheckpointDir
 
 
 def check_or_write(directory, meta):

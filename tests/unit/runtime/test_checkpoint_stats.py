@@ -12,8 +12,8 @@ import zipfile
 from pathlib import Path
 
 from sparkstate.metrics.progress import checkpoint_summary
-from sparkstate.runtime.checkpoint_dir import CheckpointDir
-from sparkstate.runtime.checkpoint_stats import (
+from sparkstate.runtime.checkpoint.directory import CheckpointDir
+from sparkstate.runtime.checkpoint.stats import (
     CheckpointLog,
     CheckpointRecorder,
     CheckpointStats,
@@ -158,7 +158,7 @@ def test_summary_of_a_run():
 
 
 def test_the_log_stays_bounded_however_many_batches_it_saw(tmp_path):
-    from sparkstate.runtime import checkpoint_stats
+    from sparkstate.runtime.checkpoint import stats as checkpoint_stats
 
     checkpoint = CheckpointDir.open(tmp_path)
     log = tmp_path / "sparkstate" / "checkpoints.jsonl"

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from sparkstate.runtime import class_cache
+from sparkstate.runtime.session import class_cache
 
 
 @pytest.fixture
@@ -96,7 +96,7 @@ def test_no_archive_from_a_jvm_that_wrote_none_or_failed(cache, writes, code):
 
 def test_a_jvm_that_cannot_start_with_the_archive_starts_without_it(cache, monkeypatch):
     # a damaged archive (e.g. cut short) makes the JVM exit before it reports its port
-    from sparkstate.runtime import spark_session
+    from sparkstate.runtime.session import classic as spark_session
 
     key = class_cache.archive_key({})
     archive = cache / f"jvm-classes-{key}.jsa"
@@ -160,7 +160,7 @@ def test_a_recording_in_progress_is_kept(cache):
 
 _RACER = """
 import sys, time
-from sparkstate.runtime import class_cache
+from sparkstate.runtime.session import class_cache
 def slow_check(pid):  # widens the window between reading a stale lock and taking it over
     time.sleep(0.3)
     return False

@@ -49,7 +49,7 @@ def test_a_damaged_checkpoint_log_is_skipped_with_a_warning(tmp_path):
 
 
 def test_metadata_is_synced_before_and_after_its_rename(tmp_path, monkeypatch):
-    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+    from sparkstate.runtime.checkpoint.directory import CheckpointDir
 
     synced: list[str] = []
     real = os.fsync
@@ -66,8 +66,8 @@ def test_metadata_is_synced_before_and_after_its_rename(tmp_path, monkeypatch):
 
 
 def test_the_input_of_a_failing_batch_from_the_offset_and_file_source_logs(tmp_path):
-    from sparkstate.runtime.checkpoint_dir import CheckpointDir
-    from sparkstate.runtime.failures import batch_input, clean_failure
+    from sparkstate.runtime.checkpoint.directory import CheckpointDir
+    from sparkstate.runtime.run.failures import batch_input, clean_failure
 
     root = tmp_path / "ckpt"
     (root / "offsets").mkdir(parents=True)
@@ -93,7 +93,7 @@ def test_the_input_of_a_failing_batch_from_the_offset_and_file_source_logs(tmp_p
 def test_a_commit_lost_midway_is_not_reported_as_committing_nothing():
     """A sink that lost its connection in the commit cannot know whether it went through: the
     run's message must not contradict it (the batch's marker settles it on the next run)."""
-    from sparkstate.runtime.failures import clean_failure
+    from sparkstate.runtime.run.failures import clean_failure
 
     lost = RuntimeError(
         "sparkstate.errors.SinkError: lost the connection to db while committing batch 3 to table t: gone. "
@@ -105,7 +105,7 @@ def test_a_commit_lost_midway_is_not_reported_as_committing_nothing():
 
 
 def test_a_grown_spark_log_is_moved_aside_when_spark_starts(tmp_path, monkeypatch):
-    from sparkstate.runtime import spark_session
+    from sparkstate.runtime.session import classic as spark_session
 
     log = tmp_path / "spark.log"
     log.write_bytes(b"old run\n" * 1000)
@@ -120,7 +120,7 @@ def test_a_grown_spark_log_is_moved_aside_when_spark_starts(tmp_path, monkeypatc
 
 
 def test_the_log_of_a_running_jvm_stays_bounded_while_it_is_written(tmp_path, monkeypatch):
-    from sparkstate.runtime import spark_session
+    from sparkstate.runtime.session import classic as spark_session
 
     log = tmp_path / "spark.log"
     monkeypatch.setattr(spark_session, "LOG_ROTATE_BYTES", 4000)
@@ -145,14 +145,14 @@ def test_list_source_temp_dirs_go_with_their_process(tmp_path, monkeypatch):
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     code = (f"import tempfile; tempfile.tempdir = {str(tmp_path)!r}\n"
-            "from sparkstate.runtime.spark_sources import scratch_temp_dir\n"
+            "from sparkstate.runtime.io.sources import scratch_temp_dir\n"
             "print(scratch_temp_dir())")
     ended = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert ended.startswith(str(tmp_path)) and not os.path.exists(ended)  # deleted at exit
     killed = tmp_path / "sparkstate-list-999999999-abc"  # left by a process killed before it could delete it
     killed.mkdir()
     (killed / "list-source.json").write_text("[]")
-    from sparkstate.runtime.spark_sources import scratch_temp_dir
+    from sparkstate.runtime.io.sources import scratch_temp_dir
 
     mine = scratch_temp_dir()
     assert os.path.isdir(mine) and not killed.exists()

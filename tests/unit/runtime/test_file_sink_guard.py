@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from sparkstate import Job, ListSource, ParquetSink, SinkError
-from sparkstate.runtime.checkpoint_dir import CheckpointDir
-from sparkstate.runtime.spark_sinks import check_file_sink
+from sparkstate.runtime.checkpoint.directory import CheckpointDir
+from sparkstate.runtime.io.sinks import check_file_sink
 
 
 def committed(checkpoint, *batches: int) -> CheckpointDir:

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from sparkstate.connectors.text import LineParser
 from sparkstate.engine.events import NOW_COLUMN, Packer, unpack_events
-from sparkstate.runtime.spark_sources import file_texts
+from sparkstate.runtime.io.sources import file_texts
 
 
 def _rows(packed):

@@ -10,7 +10,7 @@ import pickle
 import pytest
 
 from sparkstate.errors import SourceError
-from sparkstate.runtime.spark_sources import FilesPartition, FilesStreamReader, file_cursor
+from sparkstate.runtime.io.sources import FilesPartition, FilesStreamReader, file_cursor
 
 
 def write(folder, name: str, t_ms: int) -> str:

@@ -8,7 +8,7 @@ import os
 import socket
 from pathlib import Path
 
-from sparkstate.runtime.checkpoint_dir import CheckpointDir
+from sparkstate.runtime.checkpoint.directory import CheckpointDir
 
 
 def write(path: Path, data: bytes) -> None:

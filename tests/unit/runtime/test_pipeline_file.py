@@ -11,7 +11,7 @@ import pytest
 
 from sparkstate.errors import JobDefinitionError
 from sparkstate.job import Job
-from sparkstate.runtime.pipeline_file import is_pipeline, load_pipeline
+from sparkstate.runtime.run.pipeline_file import is_pipeline, load_pipeline
 
 JOB = '''
 from sparkstate import Job, KeyedProcessFunction, ListSource, NoopSink

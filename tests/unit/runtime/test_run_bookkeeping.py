@@ -15,9 +15,9 @@ from pathlib import Path
 from rich.console import Console
 
 from sparkstate.metrics.progress import checkpoint_summary, summary_table
-from sparkstate.runtime import run_loop
-from sparkstate.runtime.checkpoint_stats import CheckpointStats, batch_figures, timings
-from sparkstate.runtime.result import HISTORY, RunResult
+from sparkstate.runtime.checkpoint.stats import CheckpointStats, batch_figures, timings
+from sparkstate.runtime.run import loop as run_loop
+from sparkstate.runtime.run.result import HISTORY, RunResult
 
 REPORTS = json.loads((Path(__file__).parent / "data" / "progress_reports.json").read_text())
 BATCHES = 100_000

@@ -9,9 +9,9 @@ import re
 import pytest
 
 from sparkstate.metrics.report import write_report
-from sparkstate.runtime.checkpoint_dir import CheckpointDir
-from sparkstate.runtime.result import RunResult
-from sparkstate.runtime.run_record import last_run, recorded_run
+from sparkstate.runtime.checkpoint.directory import CheckpointDir
+from sparkstate.runtime.checkpoint.run_record import last_run, recorded_run
+from sparkstate.runtime.run.result import RunResult
 
 
 def _report_config(checkpoint: CheckpointDir, out) -> dict:

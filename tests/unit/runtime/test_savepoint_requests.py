@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 from sparkstate import SavepointError
 from sparkstate.cli import main
-from sparkstate.runtime import savepoint_requests as requests
-from sparkstate.runtime.checkpoint_dir import CheckpointDir
+from sparkstate.runtime.checkpoint.directory import CheckpointDir
+from sparkstate.runtime.savepoints import requests
 
 
 def checkpoint_of(tmp_path: Path, job: str = "running-sum", committed: tuple[int, ...] = (0,)) -> CheckpointDir:
@@ -230,7 +230,7 @@ def test_a_restored_checkpoint_writes_under_an_identity_of_its_own_and_fresh_for
 def test_a_restore_warns_of_batches_the_table_holds_from_after_the_savepoint(tmp_path):
     from sparkstate import Job, ListSource
     from sparkstate.connectors import database
-    from sparkstate.runtime.spark_sinks import restore_warnings
+    from sparkstate.runtime.io.sinks import restore_warnings
 
     db = tmp_path / "out.db"
     old = sqlite_sink(db)
@@ -267,8 +267,9 @@ class FakeWriter:
 @pytest.mark.parametrize("fails", [False, True])
 def test_a_run_serves_a_stop_request_and_goes_on_when_the_savepoint_fails(tmp_path, monkeypatch, fails):
     from sparkstate import Job, ListSource, NoopSink
-    from sparkstate.runtime import run_loop, savepoints
-    from sparkstate.runtime.result import RunResult
+    from sparkstate.runtime.run import loop as run_loop
+    from sparkstate.runtime.run.result import RunResult
+    from sparkstate.runtime.savepoints import take as savepoints
 
     ck = checkpoint_of(tmp_path)
 

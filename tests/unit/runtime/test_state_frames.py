@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from sparkstate import Job, KeyedProcessFunction, ListSource, MemorySink, ValueStateDescriptor
-from sparkstate.runtime.state_frames import open_state, write_savepoint
+from sparkstate.runtime.savepoints.state_frames import open_state, write_savepoint
 
 
 class Total(KeyedProcessFunction):

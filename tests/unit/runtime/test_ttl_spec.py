@@ -19,7 +19,7 @@ from sparkstate import (
     WatermarkStrategy,
 )
 from sparkstate.engine.operator import KeyedOperator
-from sparkstate.runtime.query import operator_spec
+from sparkstate.runtime.streaming.query import operator_spec
 
 
 class Seen(KeyedProcessFunction):

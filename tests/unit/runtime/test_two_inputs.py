@@ -11,11 +11,11 @@ import pytest
 from behaviour_cases import CASES_BY_NAME
 
 from sparkstate import CheckpointMismatchError, JobDefinitionError, ListSource, MapStateDescriptor, WatermarkStrategy
-from sparkstate.runtime import checkpoint
-from sparkstate.runtime.checkpoint_dir import CheckpointDir
-from sparkstate.runtime.planner import explain
-from sparkstate.runtime.query import connected_job, end_delay_ms, operator_spec, second_uses_end_marker
-from sparkstate.runtime.run_loop import _end_reached, _input_ends, broadcast_dir
+from sparkstate.runtime.checkpoint import metadata as checkpoint
+from sparkstate.runtime.checkpoint.directory import CheckpointDir
+from sparkstate.runtime.run.loop import _end_reached, _input_ends, broadcast_dir
+from sparkstate.runtime.streaming.planner import explain
+from sparkstate.runtime.streaming.query import connected_job, end_delay_ms, operator_spec, second_uses_end_marker
 
 BROADCAST = CASES_BY_NAME["broadcast-rules"]
 CO = CASES_BY_NAME["co-process-timers"]
@@ -162,7 +162,7 @@ def test_a_spark_run_refuses_idleness_on_two_watermarked_inputs_before_spark_sta
     assert not (tmp_path / "cp").exists()
     one = CASES_BY_NAME["event-timers"].job()
     check = replace(one, watermark=one.watermark.with_idleness(1000))
-    from sparkstate.runtime.query import check_idleness
+    from sparkstate.runtime.streaming.query import check_idleness
 
     check_idleness(check)  # one input: accepted (it changes nothing)
 

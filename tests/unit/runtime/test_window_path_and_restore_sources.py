@@ -20,14 +20,14 @@ from sparkstate import (
     agg,
 )
 from sparkstate.errors import JobDefinitionError
-from sparkstate.runtime.planner import explain, native_blockers, plan
-from sparkstate.runtime.spark_sources import (
+from sparkstate.runtime.io.sources import (
     batch_events,
     restore_notes,
     restored_offset,
     resumes,
     start_options,
 )
+from sparkstate.runtime.streaming.planner import explain, native_blockers, plan
 
 SCHEMA = "k string, ts timestamp, v double"
 
@@ -150,7 +150,7 @@ def test_a_source_restored_at_any_offset_reads_what_the_uninterrupted_run_read_a
     the final empty batch included (a restore after the marker reads only the final batch)."""
     import json
 
-    from sparkstate.runtime.spark_sources import GeneratorDataSource, ListDataSource, generator_options, pack_options
+    from sparkstate.runtime.io.sources import GeneratorDataSource, ListDataSource, generator_options, pack_options
 
     gen = UpiPayments(events=10, max_batch=4, partitions=1)
     job = Job("j").source(gen).key_by("merchant_id").process(_Count(), output_schema="k string").sink(MemorySink())
@@ -185,8 +185,8 @@ def test_a_savepoint_of_a_restored_file_source_job_names_the_files_read_before_t
     must still name those, or a restore from it would read them twice."""
     import json
 
-    from sparkstate.runtime.checkpoint_dir import CheckpointDir
-    from sparkstate.runtime.savepoints import _files_read
+    from sparkstate.runtime.checkpoint.directory import CheckpointDir
+    from sparkstate.runtime.savepoints.take import _files_read
 
     log = tmp_path / "sources" / "0"
     log.mkdir(parents=True)
@@ -199,7 +199,7 @@ def test_a_savepoint_of_a_restored_file_source_job_names_the_files_read_before_t
     assert files == ["file:///in/0.json", "file:///in/1.json"]
     assert _files_read(CheckpointDir.open(str(tmp_path)), {}, 0) == ["file:///in/0.json"]
     # what a restored checkpoint records of its savepoint carries the files it had read
-    from sparkstate.runtime.restore import Restore
+    from sparkstate.runtime.savepoints.restore import Restore
     from sparkstate.savepoint.compat import RestorePlan
     from sparkstate.savepoint.files import LocalDirectory, Savepoint
 
@@ -212,7 +212,7 @@ def test_a_savepoint_of_spark_file_source_names_the_files_of_a_batch_its_log_com
     to 19, and no plain ``19`` is written; every batch's files are still named."""
     import json
 
-    from sparkstate.runtime.checkpoint_dir import CheckpointDir
+    from sparkstate.runtime.checkpoint.directory import CheckpointDir
 
     log = tmp_path / "sources" / "0"
     log.mkdir(parents=True)
@@ -238,8 +238,8 @@ def test_a_savepoint_of_sparkstates_file_source_records_its_position_not_its_fil
     """A local FileSource's offset is the last file read, by (modification time, path): the
     savepoint's ``source_offset`` holds it, and ``source_files`` only what an older savepoint
     restored into the checkpoint named (those files are still skipped)."""
-    from sparkstate.runtime.checkpoint_dir import CheckpointDir
-    from sparkstate.runtime.savepoints import _files_read
+    from sparkstate.runtime.checkpoint.directory import CheckpointDir
+    from sparkstate.runtime.savepoints.take import _files_read
 
     (tmp_path / "offsets").mkdir()
     (tmp_path / "offsets" / "3").write_text('v1\n{"batchWatermarkMs":0}\n{"mtime":1700000000000,"path":"/in/b.csv"}')

@@ -247,7 +247,7 @@ def test_a_window_job_may_not_change_what_its_windows_keep(change, says):
 
 def test_the_window_identity_a_checkpoint_records_names_the_aggregates():
     from sparkstate.jobs import get_job
-    from sparkstate.runtime.checkpoint import window_identity
+    from sparkstate.runtime.checkpoint.metadata import window_identity
 
     upi = window_identity(get_job("upi-per-minute").job(events=10))
     assert upi == TUMBLING

@@ -1,5 +1,5 @@
-"""A restore is checked before anything runs or is written (runtime/restore.py and the order
-in runtime/run_loop.py): bad savepoints are refused with the checkpoint left as it was. No
+"""A restore is checked before anything runs or is written (runtime/savepoints/restore.py and the order
+in runtime/run/loop.py): bad savepoints are refused with the checkpoint left as it was. No
 Spark: the refusals come before a session would start."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def refused(tmp_path, location, error=SavepointError, **kw) -> str:
     with pytest.raises(error) as err:
         job(kw.pop("name", "sums")).run(checkpoint_dir=checkpoint, from_savepoint=str(location), **kw)
     # nothing of a run: no sparkstate.json, offsets, commits or state; only the run lock's file
-    # (released, it stays: see runtime/run_lock.py)
+    # (released, it stays: see runtime/checkpoint/run_lock.py)
     assert [f for f in files_under(checkpoint) if f != "sparkstate.lock"] == before
     return str(err.value)
 
@@ -93,7 +93,7 @@ def test_fresh_with_the_savepoint_a_checkpoint_came_from_checks_and_restores_it_
     def start_fresh(*args, **kwargs):
         raise AssertionError("--fresh deleted the checkpoint before the savepoint was checked")
 
-    monkeypatch.setattr("sparkstate.runtime.run_loop.start_fresh", start_fresh)
+    monkeypatch.setattr("sparkstate.runtime.run.loop.start_fresh", start_fresh)
     with pytest.raises(SavepointError) as err:
         job().run(checkpoint_dir=checkpoint, from_savepoint=str(sp), fresh=True)
     assert "kg-00001.parquet is damaged" in str(err.value)
@@ -102,8 +102,8 @@ def test_fresh_with_the_savepoint_a_checkpoint_came_from_checks_and_restores_it_
 def test_the_executors_take_only_the_files_the_driver_checked(tmp_path):
     from savepoint_helpers import job_meta
 
-    from sparkstate.runtime.checkpoint_dir import CheckpointDir
-    from sparkstate.runtime.restore import prepare_restore
+    from sparkstate.runtime.checkpoint.directory import CheckpointDir
+    from sparkstate.runtime.savepoints.restore import prepare_restore
 
     sp = savepoint(tmp_path)
     total = ValueStateDescriptor("total", int, default=0)

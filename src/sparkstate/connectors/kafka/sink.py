@@ -1,6 +1,6 @@
 """``KafkaSink``: a job's output as records of a Kafka topic, each micro-batch in one Kafka
 transaction with its marker (the protocol is ``sparkstate.connectors.kafka.protocol``; the
-Spark binding ``sparkstate.runtime.spark_sinks``)."""
+Spark binding ``sparkstate.runtime.io.sinks``)."""
 
 from __future__ import annotations
 

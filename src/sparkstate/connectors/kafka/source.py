@@ -1,5 +1,5 @@
 """``KafkaSource``: the records of Kafka topics as events, replayable from offsets the
-checkpoint keeps (the Spark binding is ``sparkstate.runtime.kafka_source``).
+checkpoint keeps (the Spark binding is ``sparkstate.runtime.io.kafka_source``).
 
 Flink's Kafka source keeps each partition's offset as operator state in its checkpoints;
 sparkstate keeps them in Spark's offset log, which Spark writes before it runs a micro-batch.
