@@ -4,7 +4,10 @@
 # local PostgreSQL server for the database sinks and a local Kafka-protocol broker (noida-db,
 # started by the tests through scripts/kafka.sh) for the Kafka source and sink, and Debian's
 # Chromium (headless) for the dashboard's page.
-# Extra arguments go to pytest, e.g. `scripts/test.sh -m "not spark"` for the fast part only.
+# Then the Spark Connect suite (tests/connect): the same kinds of jobs as clients of a Connect
+# server it starts (scripts/connect.sh), in a pytest process of its own, as a process that has
+# had a Connect session cannot start a Classic one.
+# Extra arguments go to both pytest runs, e.g. `scripts/test.sh -m "not spark"` for the fast part only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -12,4 +15,8 @@ bash scripts/setup.sh
 # Chromium (both installed here when missing)
 bash scripts/postgres.sh install
 bash scripts/chromium.sh install
-exec .venv/bin/python -m pytest tests -q --durations=15 "$@"
+status=0
+.venv/bin/python -m pytest tests -q --durations=15 "$@" || status=$?
+# exit code 5: the arguments selected no Connect test (-m "not spark")
+.venv/bin/python -m pytest tests/connect -q --durations=10 "$@" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }
+exit "$status"

@@ -96,10 +96,25 @@ def pytest_collection_finish(session):
         cloudpickle.register_pickle_by_value(module)
 
 
+#: the Spark Connect suite: run in a pytest process of its own (scripts/test.sh), as a process
+#: that has had a Connect session cannot start a Classic one, nor the other way round
+CONNECT_SUITE = Path(__file__).parent / "connect"
+
+
+def pytest_ignore_collect(collection_path, config):
+    if collection_path == CONNECT_SUITE:
+        asked = [Path(a.split("::")[0]).resolve() for a in config.args]
+        return not asked or not all(a == CONNECT_SUITE or CONNECT_SUITE in a.parents for a in asked)
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     # Spark tests are marked automatically by folder so `-m "not spark"` gives the fast suite.
     for item in items:
         parts = Path(str(item.fspath)).parts
+        if "connect" in parts:
+            item.add_marker(pytest.mark.spark)
+            item.add_marker(pytest.mark.connect)
         if "integration" in parts:
             item.add_marker(pytest.mark.spark)
         if "e2e" in parts:

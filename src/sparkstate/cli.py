@@ -160,6 +160,9 @@ def explain_job(job_name: str, events: int, source_spec: str | None, sink_spec: 
 @click.option("--master", metavar="URL",
               help="Run on this Spark cluster (spark://HOST:7077, yarn, k8s://...; scripts/cluster.sh starts one here) "
               "instead of local mode; give a --checkpoint every executor reaches [local mode, one core per partition].")
+@click.option("--remote", metavar="sc://HOST:PORT",
+              help="Run as a client of this Spark Connect server (scripts/connect.sh starts one here; SPARK_REMOTE does "
+              "the same); sparkstate must be installed on the server, and --checkpoint be a path both see.")
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -194,6 +197,7 @@ def run(
     metrics_host: str,
     spark_ui: bool,
     master: str | None,
+    remote: str | None,
 ) -> None:
     """Run a seed job on its generator, or on events from a socket, files or a Kafka topic (see `sparkstate jobs`);
     or your own job: JOB is then a pipeline file or module, path/to/pipeline.py[:NAME] or package.module:NAME."""
@@ -210,7 +214,7 @@ def run(
 
             raise JobDefinitionError("--trust-savepoint applies to a restore: add --from-savepoint PATH")
         run_options = {"metrics_port": metrics_port, "metrics_host": metrics_host, "spark_ui": spark_ui, "master": master,
-                       "trust_savepoint": trust_savepoint}
+                       "remote": remote, "trust_savepoint": trust_savepoint}
         if not settings:  # only RocksDB options: not a generator setting
             ctx.set_parameter_source("settings", ParameterSource.DEFAULT)
         if is_pipeline(job_name):

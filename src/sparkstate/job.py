@@ -87,6 +87,7 @@ class Job(JobDescription):
         metrics_host: str = "127.0.0.1",
         spark_ui: bool = True,
         master: str | None = None,
+        remote: str | None = None,
     ) -> RunResult:
         """Run on Spark until a bounded source is exhausted, ``until(result)`` holds, or
         ``timeout`` seconds pass (an unbounded source needs one of the two).
@@ -124,9 +125,15 @@ class Job(JobDescription):
         ``master`` runs the job on a Spark cluster (``spark://HOST:7077``, ``yarn``, ...) rather
         than in local mode, when the run starts its Spark session; the checkpoint directory must
         then be one every executor reaches (a shared folder, ``hdfs://``, ``s3a://``).
+
+        ``remote`` runs it from this process as a Spark Connect client of the server at
+        ``sc://HOST:PORT`` (Spark's ``SPARK_REMOTE`` variable does the same, as does passing a
+        Connect session as ``spark``): the server runs the query, and sparkstate must be
+        installed in its Python too; the checkpoint must be a path this process and the server
+        both see (docs/connect.md).
         """
         if metrics_port is None:
-            spark = self._cluster_session(spark, master, spark_ui, log_file)
+            spark = self._cluster_session(spark, master, remote, spark_ui, log_file)
             return self._run(checkpoint_dir, spark, on_progress, timeout, log_file, until, fresh, on_notice,
                              from_savepoint, allow_non_restored_state, spark_ui, trust_savepoint)
         from sparkstate.metrics.endpoint import JobMetrics, MetricsServer
@@ -146,7 +153,7 @@ class Job(JobDescription):
         # the endpoint ends with the run: the final status is recorded in the checkpoint for
         # `sparkstate report` (runtime/checkpoint/run_record.py); here it is set before the endpoint stops
         try:
-            spark = self._cluster_session(spark, master, spark_ui, log_file)  # after the port is known to be free
+            spark = self._cluster_session(spark, master, remote, spark_ui, log_file)  # after the port is known to be free
             result = self._run(checkpoint_dir, spark, progress, timeout, log_file, until, fresh, on_notice,
                                from_savepoint, allow_non_restored_state, spark_ui, trust_savepoint)
             metrics.finish(result.status)
@@ -160,13 +167,16 @@ class Job(JobDescription):
             server.stop()
         return result
 
-    def _cluster_session(self, spark: Any, master: str | None, spark_ui: bool, log_file: Any) -> Any:
-        """The session on ``master`` when one is asked for and none is given (else ``spark``)."""
-        if master is None or spark is not None:
+    def _cluster_session(self, spark: Any, master: str | None, remote: str | None, spark_ui: bool,
+                         log_file: Any) -> Any:
+        """The session on ``master`` or of the Connect server ``remote`` when one is asked for
+        and none is given (else ``spark``)."""
+        if (master is None and remote is None) or spark is not None:
             return spark
         from sparkstate.runtime.session import get_spark
 
-        return get_spark(master=master, ui=spark_ui, parallelism=self.settings.parallelism, log_file=log_file)
+        return get_spark(master=master, remote=remote, ui=spark_ui, parallelism=self.settings.parallelism,
+                         log_file=log_file)
 
     def _shown_settings(self) -> dict[str, Any]:
         """The settings the dashboard shows."""
@@ -180,7 +190,7 @@ class Job(JobDescription):
     def _run(self, checkpoint_dir: Any, spark: Any, on_progress: Any, timeout: Any, log_file: Any, until: Any,
              fresh: bool, on_notice: Any, from_savepoint: Any, allow_non_restored_state: bool,
              spark_ui: bool = True, trust_savepoint: bool = False) -> RunResult:
-        from sparkstate.runtime.run.loop import run_job
+        from sparkstate.runtime.run.job import run_job
 
         return run_job(
             self,

@@ -135,7 +135,7 @@ def test_a_checkpoint_in_the_earlier_state_layout_resumes_and_its_small_groups_g
     a savepoint of the mixed layout holds every key once."""
     import dataclasses
 
-    from sparkstate.runtime.run import loop as run_loop
+    from sparkstate.runtime.run import open as run_open
     from sparkstate.runtime.savepoints.state_reader import group_metas
     from sparkstate.runtime.savepoints.take import take_savepoint
     from sparkstate.savepoint.reader import read_savepoint
@@ -151,8 +151,8 @@ def test_a_checkpoint_in_the_earlier_state_layout_resumes_and_its_small_groups_g
                 .with_settings(key_groups=16, bucket_size=3, **FAST))
 
     sink = MemorySink()
-    spec = run_loop.operator_spec
-    monkeypatch.setattr(run_loop, "operator_spec",
+    spec = run_open.operator_spec
+    monkeypatch.setattr(run_open, "operator_spec",
                         lambda *a, **k: dataclasses.replace(spec(*a, **k), inline_buckets=False))
     assert job(2).run(checkpoint_dir=checkpoint, spark=spark).completed
     before = group_metas(spark, checkpoint, "rocksdb")

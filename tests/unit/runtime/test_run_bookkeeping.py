@@ -16,7 +16,7 @@ from rich.console import Console
 
 from sparkstate.metrics.progress import checkpoint_summary, summary_table
 from sparkstate.runtime.checkpoint.stats import CheckpointStats, batch_figures, timings
-from sparkstate.runtime.run import loop as run_loop
+from sparkstate.runtime.run import accounting
 from sparkstate.runtime.run.result import HISTORY, RunResult
 
 REPORTS = json.loads((Path(__file__).parent / "data" / "progress_reports.json").read_text())
@@ -58,8 +58,8 @@ def test_a_run_of_100000_batches_keeps_the_last_ones_and_counts_them_all():
         result.batch_side_outputs[b] = counts
         p = report(template, b)
         n = 0 if b % 4 == 3 else 200 + b % 13  # some batches read nothing (the watermark moved)
-        run_loop._account(result, p, n)
-        run_loop._record_checkpoint(result, recorder, p)
+        accounting.account(result, p, n)
+        accounting.record_checkpoint(result, recorder, p)
         events += n
         output += b % 11
         side["dead_letters"] += b % 3
@@ -91,10 +91,10 @@ def test_side_outputs_count_a_batch_once_whether_or_not_its_progress_came():
     result = RunResult(job="j", checkpoint_dir="/ck")
     template = REPORTS["hashmap"]
     result.batch_side_outputs[0] = {"late_data": 2}
-    run_loop._account(result, report(template, 0), 1)
+    accounting.account(result, report(template, 0), 1)
     result.batch_side_outputs[1] = {"late_data": 3}  # its progress never seen (Spark keeps the last 100)
     result.batch_side_outputs[2] = {"late_data": 5}
-    run_loop._account(result, report(template, 2), 1)
+    accounting.account(result, report(template, 2), 1)
     assert result.batch_side_outputs == {} and result.side_outputs == {"late_data": 10}
     result.batch_side_outputs[3] = {"late_data": 7, "dead_letters": 1}  # written, then the query failed
     assert result.side_outputs == {"late_data": 17, "dead_letters": 1}

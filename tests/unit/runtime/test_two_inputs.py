@@ -13,7 +13,9 @@ from behaviour_cases import CASES_BY_NAME
 from sparkstate import CheckpointMismatchError, JobDefinitionError, ListSource, MapStateDescriptor, WatermarkStrategy
 from sparkstate.runtime.checkpoint import metadata as checkpoint
 from sparkstate.runtime.checkpoint.directory import CheckpointDir
-from sparkstate.runtime.run.loop import _end_reached, _input_ends, broadcast_dir
+from sparkstate.runtime.run.loop import end_reached as _end_reached
+from sparkstate.runtime.run.loop import input_ends as _input_ends
+from sparkstate.runtime.run.open import broadcast_dir
 from sparkstate.runtime.streaming.planner import explain
 from sparkstate.runtime.streaming.query import connected_job, end_delay_ms, operator_spec, second_uses_end_marker
 

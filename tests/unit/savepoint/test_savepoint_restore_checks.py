@@ -93,7 +93,7 @@ def test_fresh_with_the_savepoint_a_checkpoint_came_from_checks_and_restores_it_
     def start_fresh(*args, **kwargs):
         raise AssertionError("--fresh deleted the checkpoint before the savepoint was checked")
 
-    monkeypatch.setattr("sparkstate.runtime.run.loop.start_fresh", start_fresh)
+    monkeypatch.setattr("sparkstate.runtime.run.open.start_fresh", start_fresh)
     with pytest.raises(SavepointError) as err:
         job().run(checkpoint_dir=checkpoint, from_savepoint=str(sp), fresh=True)
     assert "kg-00001.parquet is damaged" in str(err.value)

@@ -166,6 +166,12 @@ class CheckpointDir:
         return self.storage.path(self.LIST_SOURCES) if is_local(self.root) else None
 
     @property
+    def mailbox_dir(self) -> str:
+        """Where a batch run by a Spark Connect server posts what the client's run needs
+        (``io/mailbox.py``): ``sparkstate/mailbox/`` of the checkpoint, a path both see."""
+        return self.storage.path(self.OWN_DIR, "mailbox")
+
+    @property
     def broadcast_dir(self) -> str | None:
         """Where a broadcast job's broadcast state content is kept (``engine/broadcast.py``):
         ``sparkstate/broadcast/`` of a local checkpoint (executors write it as plain files);

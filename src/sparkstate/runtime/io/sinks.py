@@ -41,6 +41,8 @@ from sparkstate.errors import JobDefinitionError
 from sparkstate.fault_points import OFFSETS_WRITTEN, SINK_COMMITTED, SINK_ROWS_WRITTEN, fault_point
 from sparkstate.runtime.checkpoint.directory import CheckpointDir
 from sparkstate.runtime.checkpoint.storage import is_local, join, normalize, open_storage
+from sparkstate.runtime.io.mailbox import MAIN, Mailbox
+from sparkstate.runtime.io.mailbox import _safe as _safe_target
 
 
 class SparkSink(Protocol):
@@ -145,6 +147,54 @@ class _Memory(_Collects):
 
     def write_side(self, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> None:
         self.sink.put(batch_id, python_rows(_side_table(rows, schema)) if rows else [])
+
+
+@dataclass(frozen=True)
+class _Posted(_Collects):
+    """A :class:`MemorySink` or :class:`ConsoleSink` over Spark Connect: the batch function
+    runs on the server, so it posts the rows to the run's mailbox (``mailbox.py``), and the
+    client's run loop puts them into the sink or prints them (:func:`deliver`)."""
+
+    mailbox: Mailbox
+    target: str
+
+    def write_table(self, table: Any, batch_id: int) -> None:
+        self.mailbox.post_rows(batch_id, self.target, table)
+
+    def write_side(self, name: str, rows: list, schema: Any, spark: Any, batch_id: int) -> None:
+        self.mailbox.post_rows(batch_id, self.target, _side_table(rows, schema))
+
+
+def _bound(sink: SinkSpec, target: str, mailbox: Mailbox | None) -> SparkSink:
+    """The binding of ``sink``, posting to ``mailbox`` where it keeps or prints rows in the
+    run's own process and the batches run in another (Spark Connect)."""
+    binding = spark_sink(sink)
+    if mailbox is not None and isinstance(binding, (_Memory, _Console)):
+        return _Posted(mailbox, target)
+    return binding
+
+
+def deliver(mailbox: Mailbox, job: Any, side_counts: dict[int, dict[str, int]], refused_counts: dict[int, int],
+            warnings: list[str]) -> None:
+    """Take the mailbox's letters (:class:`_Posted` rows, :func:`attach_dispatch`'s notes) into
+    the client's sinks and the run's figures."""
+    targets: dict[str, Any] = {_safe_target(MAIN): job.sink_spec}
+    for name, sink in database.side_sinks(job).items():
+        if sink is not None:
+            targets[_safe_target(name)] = sink
+    for letter in mailbox.take():
+        if letter.kind == "notes":
+            notes = letter.payload
+            side_counts[letter.batch] = {str(k): int(v) for k, v in (notes.get("side") or {}).items()}
+            refused_counts[letter.batch] = int(notes.get("refused") or 0)
+            warnings.extend(w for w in notes.get("warnings") or [] if w not in warnings)
+            continue
+        sink = targets.get(letter.target)
+        if isinstance(sink, MemorySink):
+            sink.put(letter.batch, python_rows(letter.payload))
+        elif isinstance(sink, ConsoleSink):
+            title = "" if letter.target == MAIN else f"{letter.target}: "
+            _print_batch(sink, letter.payload, letter.batch, title=title)
 
 
 @spark_sink.register(ParquetSink)
@@ -305,9 +355,10 @@ def _write_kafka_parts(df: Any, sink: KafkaSink, batch_id: int, split: bool) -> 
     return df.mapInArrow(write, f"{SIDE_COLUMN} string, {SIDE_ROW_COLUMN} binary").toArrow()
 
 
-def attach(sink: SinkSpec, writer: Any) -> Any:
-    """Configure ``writer`` (``df.writeStream``) for ``sink``; returns the writer."""
-    return spark_sink(sink).attach(writer)
+def attach(sink: SinkSpec, writer: Any, mailbox: Mailbox | None = None) -> Any:
+    """Configure ``writer`` (``df.writeStream``) for ``sink``; returns the writer. ``mailbox``:
+    the batches run in another process than the run's (Spark Connect)."""
+    return _bound(sink, MAIN, mailbox).attach(writer)
 
 
 #: the observed metric (``observedMetrics`` in a batch's progress) that counts the rows a batch
@@ -359,6 +410,15 @@ def open_database_sinks(
         main = job.sink_spec
         parts = {main.marker: partitions} if isinstance(main, KafkaSink) and main.transactional else {}
         kafka.prepare(writers, checkpoint.last_committed_offset()[0], parts)
+    return job
+
+
+def prepare_sinks(job: Any, checkpoint: CheckpointDir, native: bool, restored_from: str | None = None,
+                  partitions: int = 1, restoring: bool = False) -> Any:
+    """Bind the job's sinks and check each before batch 0 (:func:`open_database_sinks`,
+    :func:`check_file_sink`); returns the bound job."""
+    job = open_database_sinks(job, checkpoint, native=native, restored_from=restored_from, partitions=partitions)
+    check_file_sink(job, checkpoint, restoring=restoring)
     return job
 
 
@@ -495,14 +555,17 @@ def attach_job(
     warnings: list[str] | None = None,
     split: bool = False,
     refused_counts: dict[int, int] | None = None,
+    mailbox: Mailbox | None = None,
 ) -> Any:
     """Configure ``writer`` for the job's sinks: through :func:`attach_dispatch` when the
     batch has side outputs (``split``) or the main sink is a database (whose refused rows
-    become dead letters), else straight to the main sink."""
+    become dead letters), else straight to the main sink. ``mailbox``: the batches run in
+    another process than the run's (Spark Connect), and tell it what they did there."""
     if split or isinstance(job.sink_spec, (DatabaseSink, KafkaSink)):
         counts = side_counts if side_counts is not None else {}
-        return attach_dispatch(job, writer, default_dir, counts, warnings, split=split, refused_counts=refused_counts)
-    return attach(job.sink_spec, writer)
+        return attach_dispatch(job, writer, default_dir, counts, warnings, split=split, refused_counts=refused_counts,
+                               mailbox=mailbox)
+    return attach(job.sink_spec, writer, mailbox)
 
 
 def attach_dispatch(
@@ -513,6 +576,7 @@ def attach_dispatch(
     warnings: list[str] | None = None,
     split: bool = True,
     refused_counts: dict[int, int] | None = None,
+    mailbox: Mailbox | None = None,
 ) -> Any:
     """Configure ``writer`` to split each batch into the main sink and the side-output sinks.
 
@@ -544,8 +608,8 @@ def attach_dispatch(
     own = {n for n in sinks if declared.get(n) is None and not (n == dead_name and database.dead_letter_sink(job))}
     defaults = [sinks[n].path for n in own]
     retained = job.settings.checkpoint.retained
-    main = spark_sink(job.sink_spec)
-    bindings = {n: spark_sink(s) for n, s in sinks.items()}
+    main = _bound(job.sink_spec, MAIN, mailbox)
+    bindings = {n: _bound(s, n, mailbox) for n, s in sinks.items()}
     discard = spark_sink(NoopSink())
     notes = warnings if warnings is not None else []
 
@@ -561,6 +625,7 @@ def attach_dispatch(
         cache = split and not collects and not observes
         if cache:
             df = df.persist()
+        noted = len(notes)
         try:
             refused: list[dict] = []
 
@@ -612,6 +677,9 @@ def attach_dispatch(
             counts[batch_id] = {name: len(rows) for name, rows in by_name.items()}
             if refused_counts is not None:
                 refused_counts[batch_id] = len(refused)
+            if mailbox is not None:  # the run is in another process: its figures go by post
+                mailbox.post_notes(batch_id, {"side": counts[batch_id], "refused": len(refused),
+                                              "warnings": notes[noted:]})
             for folder in defaults:
                 prune_batch_folders(folder, batch_id - retained, df.sparkSession)
         finally:

@@ -13,7 +13,7 @@ own folder (``sparkstate/``):
 * ``savepoint-response.json``: the run's answer to that id: ``accepted``, then ``done`` with
   the savepoint's metadata, or ``failed`` with the error.
 
-The run looks for a request between two looks at its query's progress (``run_loop.py``),
+The run looks for a request between two looks at its query's progress (``run/loop.py``),
 takes it (deleting the file), and answers. A stop waits for the query's running batch to
 commit (or for it to be idle) and stops it there, running to its end a batch the stop
 interrupted (:func:`stop_between_batches`): the savepoint is then the state,

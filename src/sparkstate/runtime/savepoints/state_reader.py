@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from sparkstate.engine.keygroups import GroupMeta
+from sparkstate.runtime.checkpoint.storage import normalize
 from sparkstate.runtime.streaming.processor import META_STATE
 
 
 def group_metas(spark: Any, checkpoint_dir: str | Path, state_backend: str) -> dict[int, GroupMeta]:
     """The meta entry of every key group in the checkpoint's last committed batch."""
-    reader = spark.read.format("statestore").option("path", str(checkpoint_dir))
+    # absolute: over Spark Connect the server would take a relative path as relative to its own directory
+    reader = spark.read.format("statestore").option("path", normalize(checkpoint_dir))
     if state_backend == "rocksdb":
         rows = reader.option("stateVarName", META_STATE).load().select("key.kg", "value.v").collect()
         return {r[0]: GroupMeta.loads(r[1]) for r in rows}
@@ -61,7 +63,7 @@ def latest_rows(path: str, key: str, order: str | None, limit: int = 10) -> list
     spark = SparkSession.getActiveSession()
     if spark is None or not Path(path, "_spark_metadata").exists():
         return None
-    df = spark.read.parquet(path)
+    df = spark.read.parquet(normalize(path))
     if df.isEmpty():
         return []
     order = order or key

@@ -63,9 +63,10 @@ def build_native_query(
     side_counts: dict[int, dict[str, int]] | None = None,
     warnings: list[str] | None = None,
     refused_counts: dict[int, int] | None = None,
+    mailbox: Any = None,
 ) -> Any:
     """The configured ``DataStreamWriter`` of a native window job."""
     from sparkstate.runtime.streaming.query import write_stream
 
     out = native_frame(spark, job, marker, scratch_dir=checkpoint.list_source_dir)
-    return write_stream(job, out, checkpoint, side_counts, warnings, refused_counts=refused_counts)
+    return write_stream(job, out, checkpoint, side_counts, warnings, refused_counts=refused_counts, mailbox=mailbox)

@@ -157,6 +157,7 @@ def write_stream(
     warnings: list[str] | None = None,
     split: bool = False,
     refused_counts: dict[int, int] | None = None,
+    mailbox: Any = None,
 ) -> Any:
     """The configured ``DataStreamWriter`` of the job's output stream ``out``, on both paths:
     its rows counted on the way to the sink (``spark_sinks.count_rows_out``), attached to the
@@ -165,7 +166,7 @@ def write_stream(
 
     stream = count_rows_out(out, split).writeStream.queryName(query_name(job.name)).outputMode("append")
     writer = attach_job(job, stream, checkpoint.side_output_dir, side_counts, warnings, split=split,
-                        refused_counts=refused_counts)
+                        refused_counts=refused_counts, mailbox=mailbox)
     return checkpointed(writer, job, checkpoint)
 
 
@@ -178,6 +179,7 @@ def build_query(
     warnings: list[str] | None = None,
     restore: Any = None,
     refused_counts: dict[int, int] | None = None,
+    mailbox: Any = None,
 ) -> Any:
     """The configured ``DataStreamWriter`` of ``job``; with ``restore`` (``restore.py``), its
     first batch also reads the savepoint's state and its source starts at the savepoint's offsets."""
@@ -217,7 +219,7 @@ def build_query(
             timeoutConf="ProcessingTimeTimeout" if spec.needs_clock else "NoTimeout",
         )
     return write_stream(job, out, checkpoint, side_counts, warnings, split=bool(spec.side_outputs),
-                        refused_counts=refused_counts)
+                        refused_counts=refused_counts, mailbox=mailbox)
 
 
 def connected_rows(job: Job, spec: Any, spark: Any, checkpoint: CheckpointDir, start: dict | None) -> Any:
