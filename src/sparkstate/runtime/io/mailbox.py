@@ -49,7 +49,7 @@ class Mailbox:
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, table.schema) as writer:
             writer.write_table(table)
-        self._post(f"{batch_id}.rows.{_safe(target)}", sink.getvalue().to_pybytes())
+        self._post(f"{batch_id}.rows.{target_name(target)}", sink.getvalue().to_pybytes())
 
     def post_notes(self, batch_id: int, notes: dict[str, Any]) -> None:
         """Post the figures and warnings of batch ``batch_id`` (plain JSON data)."""
@@ -86,5 +86,6 @@ class Mailbox:
             yield Letter(batch, kind, target, payload)
 
 
-def _safe(target: str) -> str:
+def target_name(target: str) -> str:
+    """``target`` as it appears in a letter's file name."""
     return re.sub(r"[^\w.-]", "_", target)

@@ -41,8 +41,7 @@ from sparkstate.errors import JobDefinitionError
 from sparkstate.fault_points import OFFSETS_WRITTEN, SINK_COMMITTED, SINK_ROWS_WRITTEN, fault_point
 from sparkstate.runtime.checkpoint.directory import CheckpointDir
 from sparkstate.runtime.checkpoint.storage import is_local, join, normalize, open_storage
-from sparkstate.runtime.io.mailbox import MAIN, Mailbox
-from sparkstate.runtime.io.mailbox import _safe as _safe_target
+from sparkstate.runtime.io.mailbox import MAIN, Mailbox, target_name
 
 
 class SparkSink(Protocol):
@@ -178,10 +177,10 @@ def deliver(mailbox: Mailbox, job: Any, side_counts: dict[int, dict[str, int]], 
             warnings: list[str]) -> None:
     """Take the mailbox's letters (:class:`_Posted` rows, :func:`attach_dispatch`'s notes) into
     the client's sinks and the run's figures."""
-    targets: dict[str, Any] = {_safe_target(MAIN): job.sink_spec}
+    targets: dict[str, Any] = {target_name(MAIN): job.sink_spec}
     for name, sink in database.side_sinks(job).items():
         if sink is not None:
-            targets[_safe_target(name)] = sink
+            targets[target_name(name)] = sink
     for letter in mailbox.take():
         if letter.kind == "notes":
             notes = letter.payload
@@ -674,12 +673,16 @@ def attach_dispatch(
                 dead = by_name.setdefault(dead_name, [])
                 dead.extend(refused)
                 bindings[dead_name].write_side(dead_name, dead, schemas[dead_name], df.sparkSession, batch_id)
-            counts[batch_id] = {name: len(rows) for name, rows in by_name.items()}
-            if refused_counts is not None:
-                refused_counts[batch_id] = len(refused)
-            if mailbox is not None:  # the run is in another process: its figures go by post
-                mailbox.post_notes(batch_id, {"side": counts[batch_id], "refused": len(refused),
-                                              "warnings": notes[noted:]})
+            side_counts = {name: len(rows) for name, rows in by_name.items()}
+            if mailbox is not None:
+                # the run is in another process: its figures go by post, and nothing stays here
+                # (this process's copies of the run's dicts would keep an entry per batch)
+                mailbox.post_notes(batch_id, {"side": side_counts, "refused": len(refused), "warnings": notes[noted:]})
+                del notes[noted:]
+            else:
+                counts[batch_id] = side_counts
+                if refused_counts is not None:
+                    refused_counts[batch_id] = len(refused)
             for folder in defaults:
                 prune_batch_folders(folder, batch_id - retained, df.sparkSession)
         finally:
