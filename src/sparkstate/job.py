@@ -56,7 +56,7 @@ class Job(JobDescription):
             watermark_strategy=job.watermark,
             output_schema=job.output,
             **{"max_event_time_ahead": job.settings.max_event_time_ahead, "job_name": job.name,
-               "key_groups": job.settings.key_groups, "connected": job.connected,
+               "key_groups": job.settings.key_groups, "connected": job.connected, "computed_keys": job.computed_keys,
                "source": job.source_spec.identity() if job.source_spec is not None else None, **kwargs},
         )
 

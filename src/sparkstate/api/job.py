@@ -10,6 +10,7 @@ its window settings when it runs (``sparkstate.engine.compile``), not here.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Self
@@ -19,6 +20,7 @@ from sparkstate.api.checkpointing import CheckpointConfig
 from sparkstate.api.connected import LEFT_LATE_DATA_NAME, RIGHT_LATE_DATA_NAME, check_two_inputs
 from sparkstate.api.functions import DEAD_LETTERS, LATE_DATA_NAME, KeyedProcessFunction, OutputTag
 from sparkstate.api.io import SinkSpec, SourceSpec, check_source_columns
+from sparkstate.api.keys import ComputedKey, KeyFunction
 from sparkstate.api.schema import Schema
 from sparkstate.api.state import AggregateFunction, MapStateDescriptor
 from sparkstate.api.time import Duration, TimeDomain, WatermarkStrategy, to_millis
@@ -136,6 +138,8 @@ class ConnectedInput:
     pending_join: bool = False
     #: whether each bound of an interval join is inclusive (Flink's default; ``lower_bound_exclusive()``)
     join_inclusive: tuple[bool, bool] = (True, True)
+    #: its computed key columns (``connect(key_by={name: function})``)
+    computed_keys: tuple[ComputedKey, ...] = ()
 
     @property
     def is_broadcast(self) -> bool:
@@ -187,6 +191,8 @@ class JobDescription:
     side_sinks: tuple[tuple[str, Any], ...] = ()
     #: a second input: broadcast, keyed, or an interval join's other side
     connected: ConnectedInput | None = None
+    #: computed key columns (``key_by(name=function)``), the last of ``key_columns``
+    computed_keys: tuple[ComputedKey, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -211,13 +217,35 @@ class JobDescription:
             watermark = watermark.with_timestamp_column(column)
         return replace(self, source_spec=source, watermark=watermark)
 
-    def key_by(self, *columns: str) -> Self:
-        """Partition the stream by these columns; each key gets its own state and timers."""
-        if not columns or not all(isinstance(c, str) and c for c in columns):
-            raise JobDefinitionError(f"key_by needs one or more column names, got {columns!r}")
+    def key_by(self, *columns: str, **computed: KeyFunction | tuple[KeyFunction, str]) -> Self:
+        """Partition the stream by these columns; each key gets its own state and timers.
+
+        A keyword argument is a *computed* key column, Flink's ``KeySelector`` with a name:
+        ``key_by("channel", day=lambda bid: bid["date_time"] // 86_400_000)`` keys each event
+        by its channel and the function's value, which is added to the event under that name
+        before anything else sees it (so the function, windows and savepoints see a column
+        ``day``). The function gets the event as a keyed function does (timestamps as epoch
+        ms) and must return a scalar (int, float, str or bool), the same type for every event;
+        None makes the event a dead letter, as a null key column does. Built-in window
+        aggregates, whose output has the key's type, need it: ``day=(function, "bigint")``.
+        """
+        if not all(isinstance(c, str) and c for c in columns):
+            raise JobDefinitionError(f"key_by takes column names and name=function pairs, got {columns!r}")
+        if not columns and not computed:
+            raise JobDefinitionError("key_by needs one or more column names (or name=function for a computed key)")
         if len(set(columns)) != len(columns):
             raise JobDefinitionError(f"key_by repeats a column: {columns!r}")
-        return replace(self, key_columns=tuple(columns))
+        keys = tuple(ComputedKey.of(name, given) for name, given in computed.items())
+        for key in keys:
+            if key.name in columns:
+                raise JobDefinitionError(f"key_by names {key.name!r} both as a column and as a computed key")
+        return replace(self, key_columns=(*columns, *(k.name for k in keys)), computed_keys=keys)
+
+    @property
+    def source_key_columns(self) -> tuple[str, ...]:
+        """The key columns the source itself must have (the computed ones it does not)."""
+        computed = {k.name for k in self.computed_keys}
+        return tuple(c for c in self.key_columns if c not in computed)
 
     def process(self, function: Any, *, output_schema: Any) -> Self:
         """Run ``function`` on the keyed stream; it emits rows of ``output_schema``.
@@ -243,21 +271,27 @@ class JobDescription:
     # ------------------------------------------------------------------ two inputs
 
     def connect(
-        self, source: SourceSpec, *, key_by: str | tuple[str, ...] | list[str] | None = None,
+        self, source: SourceSpec, *,
+        key_by: str | tuple[str, ...] | list[str] | Mapping[str, KeyFunction | tuple[KeyFunction, str]] | None = None,
         watermark: WatermarkStrategy | None = None,
     ) -> Self:
         """Connect a second input (Flink's ``connect``): with ``key_by``, a keyed stream for a
         :class:`~sparkstate.api.connected.KeyedCoProcessFunction`; without, follow with
-        ``.broadcast(MapStateDescriptor(...))`` for a ``KeyedBroadcastProcessFunction``."""
+        ``.broadcast(MapStateDescriptor(...))`` for a ``KeyedBroadcastProcessFunction``.
+
+        ``key_by`` names the second input's key columns, or maps names to functions for
+        computed keys (as :meth:`key_by`'s keyword arguments): ``key_by={"day": day_of}``."""
         if self.connected is not None:
             raise JobDefinitionError(f"job {self.name!r} already has a second input ({self.connected.describe()})")
         probe = replace(self, source_spec=None, watermark=None).source(source, watermark=watermark)
-        keys: tuple[str, ...] = ()
-        if key_by is not None:
-            keys = (key_by,) if isinstance(key_by, str) else tuple(key_by)
-            replace(self, key_columns=()).key_by(*keys)  # the same checks as the first input's
+        keyed = replace(self, key_columns=(), computed_keys=())
+        if isinstance(key_by, Mapping):
+            keyed = keyed.key_by(**key_by)  # the same checks as the first input's
+        elif key_by is not None:
+            keyed = keyed.key_by(*((key_by,) if isinstance(key_by, str) else tuple(key_by)))
         assert probe.source_spec is not None
-        return replace(self, connected=ConnectedInput(probe.source_spec, probe.watermark, keys))
+        return replace(self, connected=ConnectedInput(
+            probe.source_spec, probe.watermark, keyed.key_columns, computed_keys=keyed.computed_keys))
 
     def broadcast(self, *descriptors: MapStateDescriptor[Any, Any]) -> Self:
         """Make the connected input a broadcast stream with these broadcast states (Flink's
@@ -479,7 +513,8 @@ class JobDescription:
             raise JobDefinitionError(
                 f"job {self.name!r}: the source's columns are not known here; pass output_schema=... to aggregate"
             )
-        return replace(self, output=builtin_output_schema(self.name, self.key_columns, self.window_function, columns))
+        return replace(self, output=builtin_output_schema(
+            self.name, self.key_columns, self.window_function, columns, self.computed_keys))
 
     @property
     def side_output_names(self) -> tuple[str, ...]:
@@ -489,7 +524,8 @@ class JobDescription:
         # a null key are dead letters (a source may say it has none: ``never_null_keys``)
         spec = self.source_spec
         never_null = getattr(spec, "never_null_keys", None)
-        null_keys = spec is not None and not (never_null is not None and never_null(self.key_columns))
+        null_keys = spec is not None and not (never_null is not None and never_null(self.key_columns)) or bool(
+            self.computed_keys)  # a computed key may be None
         # a second input brings its own (and a broadcast element the function rejects is one)
         if self.watermark is not None or (spec is not None and spec.rejects_malformed) or null_keys or self.connected:
             names.append(DEAD_LETTERS.name)
@@ -576,19 +612,33 @@ class JobDescription:
         check_two_inputs(self)
         columns = self._source_columns()
         if columns is not None:
-            check_source_columns(self.name, self.key_columns, self.timestamp_column, columns.names, columns.types)
+            check_source_columns(self.name, self.source_key_columns, self.timestamp_column, columns.names, columns.types)
+            for key in self.computed_keys:
+                if key.name in columns.names:
+                    raise JobDefinitionError(
+                        f"job {self.name!r}: the computed key {key.name!r} would replace the source's column of that "
+                        "name; give the computed key another name"
+                    )
 
     @property
     def timestamp_column(self) -> str | None:
         return self.watermark.timestamp_column if self.watermark else None
 
 
-def builtin_output_schema(job_name: str, key_columns: tuple[str, ...], aggregates: BuiltinAggregates, source: Schema) -> Schema:
+def builtin_output_schema(
+    job_name: str, key_columns: tuple[str, ...], aggregates: BuiltinAggregates, source: Schema,
+    computed: tuple[ComputedKey, ...] = (),
+) -> Schema:
     """The rows built-in window aggregates emit over a source of columns ``source``: the key
     columns, ``window_start``, ``window_end``, then each aggregate's result."""
-    types = dict(zip(source.names, source.types))
+    types = {**dict(zip(source.names, source.types)), **{k.name: k.type for k in computed if k.type is not None}}
     cols = []
     for c in key_columns:
+        if c in {k.name for k in computed} and c not in types:
+            raise JobDefinitionError(
+                f"job {job_name!r}: built-in window aggregates put the key {c!r} in their rows and need its type: "
+                f"key_by({c}=(function, 'bigint'))"
+            )
         if c not in types:
             raise KeyColumnError(f"job {job_name!r}: key column {c!r} is not in the source's columns {list(source.names)}")
         cols.append(f"{c} {types[c]}")

@@ -45,7 +45,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkstate.api.functions import Event
+from sparkstate.api.keys import ComputedKey, KeyNotComputed
+from sparkstate.api.schema import Schema
 from sparkstate.api.time import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, TimestampAssigner, epoch_millis
+from sparkstate.errors import KeyColumnError
 
 PACKED_SCHEMA = "kg int, part int, seq int, ts timestamp, blob binary"
 PACKED_ARROW_SCHEMA = pa.schema(
@@ -238,6 +241,51 @@ def admit(
     return kept, dead
 
 
+def with_computed_keys(events: list[Event], keys: Sequence[ComputedKey]) -> tuple[list[Event], list[DeadLetter]]:
+    """``events`` with each computed key's value added under its name (``api/keys.py``), and a
+    dead letter for each event whose key could not be computed."""
+    if not keys:
+        return events, []
+    kept: list[Event] = []
+    dead: list[DeadLetter] = []
+    for ev in events:
+        if not isinstance(ev, dict):
+            kept.append(ev)
+            continue
+        try:
+            kept.append({**ev, **{k.name: k.value(ev) for k in keys}})
+        except KeyNotComputed as exc:
+            dead.append({"raw": dead_letter_text(ev), "reason": str(exc)})
+    return kept, dead
+
+
+def with_computed_columns(body: pa.RecordBatch, keys: Sequence[ComputedKey]) -> tuple[pa.RecordBatch, dict[int, str]]:
+    """``body`` (timestamps already epoch ms) with a column per computed key, its function run
+    per event on the event as a dict, as the harness runs it; and row index -> reason for the
+    events whose key could not be computed (null there, and dead letters)."""
+    rows = body.to_pylist()
+    failed: dict[int, str] = {}
+    for k in keys:
+        values = []
+        for i, row in enumerate(rows):
+            try:
+                values.append(k.value(row))
+            except KeyNotComputed as exc:
+                failed.setdefault(i, str(exc))
+                values.append(None)
+        kind = Schema.of(f"{k.name} {k.type}").arrow.field(0).type if k.type is not None else None
+        try:
+            column = pa.array(values, type=kind)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+            what = f"values that are not {k.type}" if kind is not None else "values of more than one type"
+            raise KeyColumnError(
+                f"the computed key {k.name!r} returned {what} ({exc}); return one type (int, float, str or bool) "
+                "for every event"
+            ) from exc
+        body = body.append_column(k.name, column)
+    return body, failed
+
+
 class Packer:
     """Packs Arrow batches of events into rows of ``PACKED_ARROW_SCHEMA``.
 
@@ -249,8 +297,11 @@ class Packer:
     def __init__(
         self, key_columns: Sequence[str], key_groups: int, time_column: str | None,
         timestamp_assigner: TimestampAssigner | None = None, max_ahead_ms: int | None = None,
+        computed_keys: Sequence[ComputedKey] = (),
     ) -> None:
         self.key_columns = list(key_columns)
+        #: computed key columns, added to each batch before anything else (``api/keys.py``)
+        self.computed_keys = tuple(computed_keys)
         self.key_groups = key_groups
         self.time_column = time_column
         self.timestamp_assigner = timestamp_assigner
@@ -316,9 +367,12 @@ class Packer:
         rows' :func:`file_order` key, when they come from one file.
         """
         body = self._prepare(batch) if batch.num_rows else batch
+        failed: dict[int, str] = {}
+        if self.computed_keys and body.num_rows:
+            body, failed = with_computed_columns(body, self.computed_keys)
         times = self._event_times(body) if batch.num_rows else None
         dead = list(dead)
-        rejected = self._rejected(body, times, now) if batch.num_rows else {}
+        rejected = {**self._rejected(body, times, now), **failed} if batch.num_rows else {}
         if rejected:
             bad = np.zeros(body.num_rows, dtype=bool)
             bad[list(rejected)] = True

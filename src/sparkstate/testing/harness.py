@@ -23,10 +23,18 @@ from typing import Any
 
 from sparkstate.api.functions import DEAD_LETTERS, MAX_WATERMARK, MIN_WATERMARK, Event, KeyedProcessFunction, TimeDomain
 from sparkstate.api.job import DEFAULT_KEY_GROUPS, ConnectedInput
+from sparkstate.api.keys import ComputedKey
 from sparkstate.api.schema import Schema
 from sparkstate.api.state import HELD_FIELD, INTERNAL_FIELDS, TIMERS_FIELD, Record
 from sparkstate.api.time import WatermarkStrategy
-from sparkstate.engine.events import END_OF_INPUT_MS, EventColumns, admit, key_group_of, timestamp_reader
+from sparkstate.engine.events import (
+    END_OF_INPUT_MS,
+    EventColumns,
+    admit,
+    key_group_of,
+    timestamp_reader,
+    with_computed_keys,
+)
 from sparkstate.engine.keygroups import dumps_state
 from sparkstate.engine.operator import Events, KeyedOperator, due_timer_limits, to_epoch_millis
 from sparkstate.engine.output import arrow_table, python_rows
@@ -100,8 +108,11 @@ class KeyedHarness:
         key_groups: int | None = None,
         source: dict[str, Any] | None = None,
         connected: ConnectedInput | None = None,
+        computed_keys: Sequence[ComputedKey] = (),
     ) -> None:
         keys = [key_by] if isinstance(key_by, str) else list(key_by)
+        #: computed key columns (``key_by(name=function)``), added to each first-input event
+        self.computed_keys = tuple(computed_keys)
         if watermark_strategy is not None and not watermark_strategy.has_timestamps:
             raise JobDefinitionError(
                 "the watermark strategy needs a timestamp column or assigner: .with_timestamp_column('ts')"
@@ -188,8 +199,10 @@ class KeyedHarness:
         self._last_event_at = [self.processing_time if t is None else t for t in self._last_event_at]
         self._combine_watermarks()  # an input may have become idle since the last batch
         given = [{k: to_epoch_millis(v) for k, v in ev.items()} if isinstance(ev, dict) else ev for ev in events]
+        given, dead = with_computed_keys(given, self.computed_keys)
         now = self.processing_time if self._clock_set else None
-        given, dead = admit(given, self.operator.key_columns, self._read_time, now, self.max_event_time_ahead)
+        given, more = admit(given, self.operator.key_columns, self._read_time, now, self.max_event_time_ahead)
+        dead += more
         if dead:
             self.side_outputs.setdefault(DEAD_LETTERS.name, []).extend(dead)
         evs = _columnar(given)
@@ -198,7 +211,9 @@ class KeyedHarness:
             if self.connected is None or self.connected.is_broadcast:
                 raise JobDefinitionError("process_batch(second=...) needs a harness with a connected keyed input")
             given2 = [{k: to_epoch_millis(v) for k, v in ev.items()} if isinstance(ev, dict) else ev for ev in second]
-            given2, dead2 = admit(given2, self.connected.key_columns, self._read_time2, now, self.max_event_time_ahead)
+            given2, dead2 = with_computed_keys(given2, self.connected.computed_keys)
+            given2, more2 = admit(given2, self.connected.key_columns, self._read_time2, now, self.max_event_time_ahead)
+            dead2 += more2
             if dead2:
                 self.side_outputs.setdefault(DEAD_LETTERS.name, []).extend(dead2)
             evs2 = _columnar(given2)

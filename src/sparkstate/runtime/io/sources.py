@@ -118,9 +118,11 @@ def _packer(options: Mapping[str, str]) -> Packer | None:
         return None
     assigner = options.get("pack_time_assigner")
     ahead = options.get("pack_max_ahead")
+    computed = options.get("pack_computed_keys")
     return Packer(
         json.loads(keys), int(options["pack_key_groups"]), options.get("pack_time_column") or None,
         pickle.loads(base64.b64decode(assigner)) if assigner else None, int(ahead) if ahead else None,
+        pickle.loads(base64.b64decode(computed)) if computed else (),
     )
 
 
@@ -134,11 +136,15 @@ def pack_options(job: Any, marker: bool) -> dict[str, str]:
         "pack_max_ahead": "" if job.settings.max_event_time_ahead is None else str(job.settings.max_event_time_ahead),
     }
     assigner = job.watermark.timestamp_assigner if job.watermark else None
-    if assigner is not None:
+    if assigner is not None or job.computed_keys:
         from pyspark import cloudpickle
 
-        # options are strings: the function travels pickled (cloudpickle: lambdas and __main__)
-        options["pack_time_assigner"] = base64.b64encode(cloudpickle.dumps(assigner)).decode("ascii")
+        # options are strings: the functions travel pickled (cloudpickle: lambdas and __main__);
+        # the job's own, pickled here by the driver, not read from any file
+        if assigner is not None:
+            options["pack_time_assigner"] = base64.b64encode(cloudpickle.dumps(assigner)).decode("ascii")
+        if job.computed_keys:
+            options["pack_computed_keys"] = base64.b64encode(cloudpickle.dumps(job.computed_keys)).decode("ascii")
     return options
 
 
@@ -199,10 +205,11 @@ def resumes(source: SourceSpec, start: dict | None) -> dict | None:
 def make_packer(
     key_columns: Sequence[str], key_groups: int, time_column: str | None,
     timestamp_assigner: Callable[[dict], Any] | None = None, max_ahead_ms: int | None = None,
+    computed_keys: Sequence[Any] = (),
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function that packs a DataFrame's events. With ``max_ahead_ms``
     its input carries the batch's processing time (:func:`with_now`)."""
-    return in_task(Packer(key_columns, key_groups, time_column, timestamp_assigner, max_ahead_ms).pack_all)
+    return in_task(Packer(key_columns, key_groups, time_column, timestamp_assigner, max_ahead_ms, computed_keys).pack_all)
 
 
 def in_task(
@@ -869,9 +876,9 @@ class _Lines(_Binding):
         assigner = job.watermark.timestamp_assigner if job.watermark else None
         rows = with_now(self._lines(self._input(spark, scratch_dir, start)), job)
         # with a timestamp assigner, event time is the function's business, not a column's
-        parser = self.spec.parser(job.key_columns, None if assigner else job.timestamp_column)
+        parser = self.spec.parser(job.source_key_columns, None if assigner else job.timestamp_column)
         packer = Packer(job.key_columns, job.settings.key_groups, job.timestamp_column, assigner,
-                        job.settings.max_event_time_ahead)
+                        job.settings.max_event_time_ahead, job.computed_keys)
         return rows.mapInArrow(self._packing(packer, parser), self._OUTPUT)
 
     #: the packing step's output
@@ -1018,11 +1025,11 @@ class _DataFrame(_Binding):
         # a DataFrame's position is its own (for example Kafka's startingOffsets): not ours to set
         df = self.raw(spark, scratch_dir)
         names, types = zip(*df.dtypes) if df.dtypes else ((), ())
-        check_source_columns(job.name, job.key_columns, job.timestamp_column, names, types)
+        check_source_columns(job.name, job.source_key_columns, job.timestamp_column, names, types)
         assigner = job.watermark.timestamp_assigner if job.watermark else None
         packer = make_packer(
             job.key_columns, job.settings.key_groups, job.timestamp_column, assigner,
-            max_ahead_ms=job.settings.max_event_time_ahead,
+            max_ahead_ms=job.settings.max_event_time_ahead, computed_keys=job.computed_keys,
         )
         return with_now(_with_files_if_any(df), job).mapInArrow(packer, PACKED_SCHEMA)
 

@@ -54,6 +54,8 @@ def native_blockers(job: Any) -> list[str]:
         out.append(f"its window function is {job.window_kind}() with user code (native: built-in aggregates only)")
     elif job.window_process is not None:
         out.append("a ProcessWindowFunction turns its aggregates into rows (native: built-in aggregates only)")
+    if job.computed_keys:
+        out.append(f"its key {', '.join(k.name for k in job.computed_keys)} is computed by Python (native: key columns)")
     if job.lateness_ms:
         out.append("it allows lateness (Spark SQL cannot re-fire a window)")
     routed = [name for name, _ in job.side_sinks]
@@ -147,7 +149,8 @@ def explain(job: Any) -> str:
             f"  event time: {job.watermark.describe_timestamps()}, "
             f"watermark = max - {job.watermark.max_out_of_orderness_ms} ms - 1 ms{_idleness(job.watermark)}"
         )
-    lines.append(f"  key by:     {', '.join(job.key_columns)}")
+    computed = {k.name for k in job.computed_keys}
+    lines.append(f"  key by:     {', '.join(c + (' (computed)' if c in computed else '') for c in job.key_columns)}")
     c = job.connected
     if c is not None:
         lines.append(f"  connected:  {c.describe()}: {_describe(c.source)} ({describe_guarantee(c.source)})")

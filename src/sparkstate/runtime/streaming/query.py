@@ -54,8 +54,9 @@ def connected_job(job: Job) -> Job | None:
     if c is None:
         return None
     if c.is_broadcast:
-        return replace(job, source_spec=c.source, key_columns=(), watermark=None, connected=None)
-    return replace(job, source_spec=c.source, key_columns=c.key_columns, watermark=c.watermark, connected=None)
+        return replace(job, source_spec=c.source, key_columns=(), watermark=None, connected=None, computed_keys=())
+    return replace(job, source_spec=c.source, key_columns=c.key_columns, watermark=c.watermark, connected=None,
+                   computed_keys=c.computed_keys)
 
 
 def second_watermarked(job: Job) -> bool:
