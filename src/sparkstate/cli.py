@@ -646,6 +646,71 @@ def _json_records(batch: Any) -> list[bytes]:
     return joined.cast(pa.binary()).to_pylist()
 
 
+@main.group("nexmark")
+def nexmark() -> None:
+    """The Nexmark benchmark's events: `sparkstate run nexmark-qN` runs a query on its generator."""
+
+
+@nexmark.command("generate")
+@click.option("--events", type=click.IntRange(min=1), required=True, help="Events of the stream to write (all types).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder for the JSON-lines files (made if missing; only a folder of Nexmark files is written over).")
+@click.option("--files", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Files to split the events into, consecutive ranges each (read them in name order).")
+@click.option("--set", "pairs", multiple=True, metavar="NAME=VALUE",
+              help="A generator setting: seed, events_per_second, hot_auction_ratio, ... (`sparkstate jobs` lists the jobs).")
+@click.option("--quiet", is_flag=True, help="No progress lines.")
+def nexmark_generate(events: int, out_dir: Path, files: int, pairs: tuple[str, ...], quiet: bool) -> None:
+    """Write the Nexmark stream as JSON lines, in the reference's nested shape (`event_type`, then
+    `person`, `auction` or `bid`), for other systems to read exactly the events sparkstate reads.
+
+    The events are those of the `nexmark-qN` jobs with the same settings (each a function of
+    its offset and the seed); `_nexmark.json` beside the files records the settings.
+    """
+    import time
+
+    from sparkstate.connectors.nexmark import NexmarkBids, write_json_lines
+
+    try:
+        settings = _generator_settings(NexmarkBids, pairs)
+        settings.pop("events", None)
+        generator = NexmarkBids(events=events, **settings)
+        _refuse_foreign_files(out_dir)
+        started = shown = time.monotonic()
+        for done in write_json_lines(generator, out_dir, files=files):
+            now = time.monotonic()
+            if not quiet and now - shown >= 1.0:
+                shown = now
+                console.print(f"{done:,} / {events:,} events ({done / (now - started):,.0f}/s)")
+    except SparkStateError as exc:
+        errors.print(labelled("error:", "red", exc), soft_wrap=True)
+        sys.exit(1)
+    seconds = time.monotonic() - started
+    size = sum(p.stat().st_size for p in out_dir.glob("part-*.json"))
+    console.print(text(
+        f"wrote {events:,} Nexmark events to {out_dir} ({files} file{'s' if files != 1 else ''}, {size / 1e6:,.1f} MB) "
+        f"in {seconds:,.1f} s ({events / max(seconds, 1e-9):,.0f} events/s)"), soft_wrap=True)
+
+
+def _refuse_foreign_files(folder: Path) -> None:
+    """Refuse a folder holding anything but an earlier `nexmark generate`'s files, and remove
+    those (a smaller run must not leave an old run's last files behind)."""
+    import re
+
+    if not folder.exists():
+        return
+    ours = re.compile(r"part-\d{5}\.json|_nexmark\.json")
+    foreign = sorted(p.name for p in folder.iterdir() if not ours.fullmatch(p.name))
+    if foreign:
+        raise SparkStateError(
+            f"{folder} holds files that are not Nexmark events ({', '.join(foreign[:5])}); give --out an empty or new folder"
+        )
+    if any(folder.iterdir()) and not (folder / "_nexmark.json").exists():
+        raise SparkStateError(f"{folder} holds part files without _nexmark.json; give --out an empty or new folder")
+    for p in folder.glob("part-*.json"):
+        p.unlink()
+
+
 @main.command("checkpoints")
 @click.argument("job_name", metavar="JOB")
 @click.option("--checkpoint", "checkpoint_dir", metavar="DIR", help="Checkpoint directory [.sparkstate/JOB/checkpoint].")

@@ -3,6 +3,7 @@
 from sparkstate.connectors.enrichment import MerchantProfiles, Purchases
 from sparkstate.connectors.generator import ClickEvents, Generator, TaxiRides, UpiPayments
 from sparkstate.connectors.kafka import KafkaSink, KafkaSource
+from sparkstate.connectors.nexmark import NexmarkAuctions, NexmarkBids, NexmarkPersons
 from sparkstate.connectors.sinks import (
     ConsoleSink,
     ForeachBatchSink,
@@ -27,6 +28,9 @@ __all__ = [
     "ListSource",
     "MemorySink",
     "MerchantProfiles",
+    "NexmarkAuctions",
+    "NexmarkBids",
+    "NexmarkPersons",
     "NoopSink",
     "ParquetSink",
     "PostgresSink",
