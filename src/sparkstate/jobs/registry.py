@@ -114,6 +114,19 @@ def kafka_source(spec: str, schema: str, time_column: str | None = None) -> Text
     return KafkaSource(servers, topic, schema, format=fmt, time_column=time_column, options=options, name=name, **kwargs)
 
 
+def _nexmark_queries() -> list[int]:
+    """The Nexmark queries the package holds (``jobs/nexmark/qN.py``), in query order."""
+    import pkgutil
+
+    from sparkstate.jobs import nexmark
+
+    names = [m.name for m in pkgutil.iter_modules(nexmark.__path__)]
+    return sorted(int(n[1:]) for n in names if n[:1] == "q" and n[1:].isdigit())
+
+
+#: the Nexmark queries, as ``nexmark-qN`` (``jobs/nexmark/qN.py``)
+NEXMARK_QUERIES = _nexmark_queries()
+
 _MODULES = [
     "running_sum",
     "count_and_emit",
@@ -131,6 +144,7 @@ _MODULES = [
     "click_purchase",
     "fraud_detection",
     "dedup",
+    *(f"nexmark.q{n}" for n in NEXMARK_QUERIES),
 ]
 
 JOBS: dict[str, SeedJob] = {}

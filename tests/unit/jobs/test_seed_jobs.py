@@ -20,12 +20,16 @@ def run(name, **generator):
     return events, out
 
 
+#: the Nexmark queries issue 35 asks for (others are welcome, and may be registered too)
+NEXMARK_REQUIRED = (0, 1, 2, 3, 4, 5, 7, 8, 9, 11, 12, 15, 16, 17, 18, 19, 20)
+
+
 def test_jobs_are_registered_with_descriptions():
     assert set(JOBS) == {
         "running-sum", "count-and-emit", "running-max", "running-average",
         "buffer-and-flush", "feature-map", "inactivity-alert", "rate-limit", "upi-per-minute",
         "taxi-zone-revenue", "sessions", "hot-items", "enrich", "click-purchase-join", "fraud-detection", "dedup",
-    }
+    } | {f"nexmark-q{n}" for n in NEXMARK_REQUIRED}
     assert all(j.description and j.seed for j in JOBS.values())
 
 
