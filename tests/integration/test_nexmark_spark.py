@@ -84,3 +84,23 @@ def test_a_computed_key_keeps_its_state_across_a_restart_and_its_failures_are_de
     assert "the computed key 'tens' raised TypeError" in reasons[0]
     assert "the computed key 'tens' returned list [-1]: a key is an int, float, str or bool" in reasons[1]
     assert len(first.rows()) == 3  # the first run stopped after its first batch: a restart mid-stream
+
+
+def test_a_nexmark_job_reads_the_generated_json_lines_as_it_reads_its_generator(spark, checkpoint, tmp_path):
+    """`sparkstate nexmark generate`'s files, read through the views other systems read:
+    the same events, so q20's join gives the harness's rows."""
+    from nexmark_reference import run
+
+    from sparkstate.connectors.nexmark import write_json_lines
+    from sparkstate.jobs.nexmark.common import reading_files
+
+    job = JOBS["nexmark-q20"].job(events=30_000)
+    list(write_json_lines(job.source_spec, tmp_path / "files", files=3))
+    sink = MemorySink()
+    bids = job.source_spec.events_between(0, 30_000)
+    result = reading_files(job, str(tmp_path / "files")).sink(sink).with_settings(**FAST).run(
+        checkpoint_dir=checkpoint, spark=spark, until=lambda r: r.events >= bids, timeout=300)
+    assert result.events == bids
+    expected = run(job, batch=10_000)
+    assert len(expected) > 100
+    same_rows(sink.rows(), expected)

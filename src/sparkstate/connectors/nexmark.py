@@ -446,6 +446,38 @@ JSON_FIELDS = {
 }
 
 
+_SQL_TYPES = {pa.int64(): "BIGINT", pa.string(): "STRING", _TS: "TIMESTAMP"}
+
+#: the JSON lines' schema, as Spark's DDL (the reference's ``ddl_gen.sql``)
+NESTED_DDL = "event_type INT, " + ", ".join(
+    f"{name} STRUCT<" + ", ".join(
+        f"{field}: {_SQL_TYPES[schema.field(column).type]}" for column, field in JSON_FIELDS[name].items()) + ">"
+    for name, schema in (("person", PERSON_SCHEMA), ("auction", AUCTION_SCHEMA), ("bid", BID_SCHEMA))
+)
+#: how the JSON lines write a timestamp (UTC), as Spark's ``timestampFormat`` reads it
+JSON_TIMESTAMP_FORMAT = "yyyy-MM-dd HH:mm:ss.SSS"
+
+
+def nexmark_files(directory: str | os.PathLike[str], name: str, files_per_batch: int = 1) -> Any:
+    """View ``name`` (person, auction, bid) of the JSON lines :func:`write_json_lines` wrote, as
+    a source: Spark's file source parses them (with the nested schema, as Flink SQL and Spark
+    SQL read them) and the view's columns are those of its generator. ``files_per_batch``
+    files make a micro-batch. Unbounded, as a folder is: a run ends by ``until`` or ``timeout``."""
+    from sparkstate.connectors.sources import DataFrameSource
+
+    if name not in JSON_FIELDS:
+        raise JobDefinitionError(f"Nexmark has no view {name!r}; its views: {', '.join(VIEWS)}")
+    path = os.path.abspath(directory)
+    columns = [f"{name}.{field} AS {column}" for column, field in JSON_FIELDS[name].items()]
+
+    def read(spark: Any) -> Any:
+        stream = (spark.readStream.schema(NESTED_DDL).option("timestampFormat", JSON_TIMESTAMP_FORMAT)
+                  .option("maxFilesPerTrigger", files_per_batch).option("pathGlobFilter", "part-*.json").json(path))
+        return stream.where(f"event_type = {VIEWS.index(name)}").selectExpr(*columns)
+
+    return DataFrameSource(read, time_column="date_time", name=f"nexmark-{name}-files")
+
+
 def _json_lines(name: str, batch: pa.RecordBatch) -> pa.Array:
     """Each row of view ``name`` as a JSON line in the reference's nested shape. Every generated
     string is letters, digits, spaces and ``@._/:?=&-``: nothing to escape, so the lines are

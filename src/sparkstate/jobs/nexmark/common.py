@@ -62,3 +62,22 @@ def day_of(ts: int) -> str:
 def day_text(day: int) -> str:
     """The ``yyyy-MM-dd`` of the day ``day`` days after 1970-01-01 (UTC)."""
     return (_EPOCH + dt.timedelta(days=day)).isoformat()
+
+
+def reading_files(job: Job, directory: str, files_per_batch: int = 1) -> Job:
+    """Nexmark job ``job`` reading the JSON lines of ``sparkstate nexmark generate`` in
+    ``directory`` (:func:`~sparkstate.connectors.nexmark.nexmark_files`) instead of its
+    generator views: the events other systems read, parsed by Spark."""
+    import dataclasses
+
+    from sparkstate.connectors.nexmark import VIEWS, nexmark_files
+
+    first = job.source_spec
+    assert isinstance(first, NexmarkGenerator), f"{job.name} does not read a Nexmark view"
+    moved = job.source(nexmark_files(directory, VIEWS[first.kind], files_per_batch), watermark=job.watermark)
+    if job.connected is not None:
+        second = job.connected.source
+        assert isinstance(second, NexmarkGenerator)
+        files = nexmark_files(directory, VIEWS[second.kind], files_per_batch)
+        moved = dataclasses.replace(moved, connected=dataclasses.replace(job.connected, source=files))
+    return moved
