@@ -524,8 +524,8 @@ class JobDescription:
         # a null key are dead letters (a source may say it has none: ``never_null_keys``)
         spec = self.source_spec
         never_null = getattr(spec, "never_null_keys", None)
-        null_keys = spec is not None and not (never_null is not None and never_null(self.key_columns)) or bool(
-            self.computed_keys)  # a computed key may be None
+        null_keys = bool(self.computed_keys) or (  # a computed key may be None
+            spec is not None and not (never_null is not None and never_null(self.key_columns)))
         # a second input brings its own (and a broadcast element the function rejects is one)
         if self.watermark is not None or (spec is not None and spec.rejects_malformed) or null_keys or self.connected:
             names.append(DEAD_LETTERS.name)

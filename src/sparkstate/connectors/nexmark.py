@@ -97,9 +97,12 @@ BID_SCHEMA = pa.schema(
 )
 
 
+#: the views' Arrow types as SQL types (Spark's DDL)
+_SQL_TYPES = {pa.int64(): "BIGINT", pa.string(): "STRING", _TS: "TIMESTAMP"}
+
+
 def _ddl(schema: pa.Schema) -> str:
-    names = {pa.int64(): "bigint", pa.string(): "string", _TS: "timestamp"}
-    return ", ".join(f"{f.name} {names[f.type]}" for f in schema)
+    return ", ".join(f"{f.name} {_SQL_TYPES[f.type].lower()}" for f in schema)
 
 
 # ------------------------------------------------------------------ the id rules (vectorised)
@@ -445,8 +448,6 @@ JSON_FIELDS = {
             "date_time": "dateTime", "extra": "extra"},
 }
 
-
-_SQL_TYPES = {pa.int64(): "BIGINT", pa.string(): "STRING", _TS: "TIMESTAMP"}
 
 #: the JSON lines' schema, as Spark's DDL (the reference's ``ddl_gen.sql``)
 NESTED_DDL = "event_type INT, " + ", ".join(

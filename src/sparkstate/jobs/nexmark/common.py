@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from sparkstate.api.time import WatermarkStrategy
-from sparkstate.connectors.nexmark import NexmarkBids, NexmarkGenerator, view
+from sparkstate.connectors.nexmark import NexmarkBids, NexmarkGenerator
 from sparkstate.job import Job
 from sparkstate.jobs.registry import SeedJob
 
@@ -25,11 +25,6 @@ RANK1_BELOW, RANK3_FROM = 10_000, 1_000_000
 def on(name: str, source: NexmarkGenerator) -> Job:
     """Job ``name`` reading ``source`` (a view of the Nexmark stream) with the reference's watermark."""
     return Job(name).source(source, watermark=WATERMARK)
-
-
-def other_view(source: NexmarkGenerator, name: str) -> NexmarkGenerator:
-    """View ``name`` of the stream ``source`` reads, read in step with it (same offsets per batch)."""
-    return view(source, name)
 
 
 def nexmark_seed_job(query: int, description: str, build: Callable[..., Job], *,

@@ -43,10 +43,10 @@ from collections.abc import Iterator
 from sparkstate.api.connected import KeyedCoProcessFunction
 from sparkstate.api.functions import Context, RuntimeContext
 from sparkstate.api.state import ListState, ListStateDescriptor, ValueState, ValueStateDescriptor
-from sparkstate.connectors.nexmark import NexmarkAuctions, NexmarkBids
+from sparkstate.connectors.nexmark import NexmarkAuctions, NexmarkBids, view
 from sparkstate.connectors.sinks import NoopSink
 from sparkstate.job import Job
-from sparkstate.jobs.nexmark.common import WATERMARK, nexmark_seed_job, on, other_view
+from sparkstate.jobs.nexmark.common import WATERMARK, nexmark_seed_job, on
 
 OUTPUT = (
     "auction bigint, bidder bigint, price bigint, channel string, url string, bid_date_time timestamp, "
@@ -93,7 +93,7 @@ class ExpandBidWithAuction(KeyedCoProcessFunction):
 def build(source: NexmarkBids) -> Job:
     return (
         on("nexmark-q20", source).key_by("auction")
-        .connect(other_view(source, "auction"), key_by="id", watermark=WATERMARK)
+        .connect(view(source, "auction"), key_by="id", watermark=WATERMARK)
         .process(ExpandBidWithAuction(), output_schema=OUTPUT)
         .sink(NoopSink())
     )

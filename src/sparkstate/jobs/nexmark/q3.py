@@ -40,10 +40,10 @@ from collections.abc import Iterator
 from sparkstate.api.connected import KeyedCoProcessFunction
 from sparkstate.api.functions import Context, RuntimeContext
 from sparkstate.api.state import ListState, ListStateDescriptor, ValueState, ValueStateDescriptor
-from sparkstate.connectors.nexmark import NexmarkAuctions, NexmarkPersons
+from sparkstate.connectors.nexmark import NexmarkAuctions, NexmarkPersons, view
 from sparkstate.connectors.sinks import NoopSink
 from sparkstate.job import Job
-from sparkstate.jobs.nexmark.common import WATERMARK, nexmark_seed_job, on, other_view
+from sparkstate.jobs.nexmark.common import WATERMARK, nexmark_seed_job, on
 
 OUTPUT = "name string, city string, state string, id bigint"
 #: the SQL's ``A.category = 10``
@@ -86,7 +86,7 @@ class LocalItemSuggestion(KeyedCoProcessFunction):
 def build(source: NexmarkAuctions) -> Job:
     return (
         on("nexmark-q3", source).key_by("seller")
-        .connect(other_view(source, "person"), key_by="id", watermark=WATERMARK)
+        .connect(view(source, "person"), key_by="id", watermark=WATERMARK)
         .process(LocalItemSuggestion(), output_schema=OUTPUT)
         .sink(NoopSink())
     )

@@ -40,10 +40,10 @@ from collections.abc import Iterator
 from sparkstate.api.connected import KeyedCoProcessFunction
 from sparkstate.api.functions import Context, OnTimerContext, RuntimeContext
 from sparkstate.api.state import MapState, MapStateDescriptor
-from sparkstate.connectors.nexmark import NexmarkAuctions, NexmarkBids
+from sparkstate.connectors.nexmark import NexmarkAuctions, NexmarkBids, view
 from sparkstate.connectors.sinks import NoopSink
 from sparkstate.job import Job
-from sparkstate.jobs.nexmark.common import WATERMARK, nexmark_seed_job, on, one_group, other_view
+from sparkstate.jobs.nexmark.common import WATERMARK, nexmark_seed_job, on, one_group
 
 OUTPUT = "id bigint, final bigint"
 #: early bids are swept by a timer at the end of each second of event time
@@ -116,7 +116,7 @@ def _offer(auction: list, ts: int, price: int) -> bool:
 def build(source: NexmarkBids) -> Job:
     return (
         on("nexmark-q4", source).key_by(group=one_group)
-        .connect(other_view(source, "auction"), key_by={"group": one_group}, watermark=WATERMARK)
+        .connect(view(source, "auction"), key_by={"group": one_group}, watermark=WATERMARK)
         .process(AveragePricePerCategory(), output_schema=OUTPUT)
         .sink(NoopSink())
     )

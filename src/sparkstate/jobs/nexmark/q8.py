@@ -39,10 +39,10 @@ from sparkstate.api.connected import KeyedCoProcessFunction
 from sparkstate.api.functions import Context, OnTimerContext, RuntimeContext
 from sparkstate.api.state import MapState, MapStateDescriptor
 from sparkstate.api.windows import window_start
-from sparkstate.connectors.nexmark import NexmarkAuctions, NexmarkPersons
+from sparkstate.connectors.nexmark import NexmarkAuctions, NexmarkPersons, view
 from sparkstate.connectors.sinks import NoopSink
 from sparkstate.job import Job
-from sparkstate.jobs.nexmark.common import WATERMARK, nexmark_seed_job, on, other_view
+from sparkstate.jobs.nexmark.common import WATERMARK, nexmark_seed_job, on
 
 OUTPUT = "id bigint, name string, stime timestamp"
 #: the SQL's ``TUMBLE(..., INTERVAL '10' SECOND)``, in ms
@@ -94,7 +94,7 @@ class NewUsers(KeyedCoProcessFunction):
 def build(source: NexmarkPersons) -> Job:
     return (
         on("nexmark-q8", source).key_by("id")
-        .connect(other_view(source, "auction"), key_by="seller", watermark=WATERMARK)
+        .connect(view(source, "auction"), key_by="seller", watermark=WATERMARK)
         .process(NewUsers(), output_schema=OUTPUT)
         .sink(NoopSink())
     )

@@ -46,10 +46,10 @@ from collections.abc import Iterator
 from sparkstate.api.connected import KeyedCoProcessFunction
 from sparkstate.api.functions import Context, OnTimerContext, RuntimeContext
 from sparkstate.api.state import ListState, ListStateDescriptor, ValueState, ValueStateDescriptor
-from sparkstate.connectors.nexmark import NexmarkAuctions, NexmarkBids
+from sparkstate.connectors.nexmark import NexmarkAuctions, NexmarkBids, view
 from sparkstate.connectors.sinks import NoopSink
 from sparkstate.job import Job
-from sparkstate.jobs.nexmark.common import WATERMARK, nexmark_seed_job, on, other_view
+from sparkstate.jobs.nexmark.common import WATERMARK, nexmark_seed_job, on
 
 OUTPUT = (
     "id bigint, item_name string, description string, initial_bid bigint, reserve bigint, date_time timestamp, "
@@ -116,7 +116,7 @@ class WinningBids(KeyedCoProcessFunction):
 def build(source: NexmarkBids) -> Job:
     return (
         on("nexmark-q9", source).key_by("auction")
-        .connect(other_view(source, "auction"), key_by="id", watermark=WATERMARK)
+        .connect(view(source, "auction"), key_by="id", watermark=WATERMARK)
         .process(WinningBids(), output_schema=OUTPUT)
         .sink(NoopSink())
     )
