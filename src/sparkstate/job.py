@@ -44,6 +44,7 @@ class Job(JobDescription):
         """The job's function in the in-process test harness (same key, watermark, schema,
         key groups); ``from_savepoint=PATH`` starts it from a savepoint, and
         ``harness.savepoint(PATH)`` writes one a Spark run of the job restores."""
+        from sparkstate.engine.combine import combiner_for
         from sparkstate.engine.compile import keyed_function
         from sparkstate.testing.harness import KeyedHarness
 
@@ -57,6 +58,7 @@ class Job(JobDescription):
             output_schema=job.output,
             **{"max_event_time_ahead": job.settings.max_event_time_ahead, "job_name": job.name,
                "key_groups": job.settings.key_groups, "connected": job.connected, "computed_keys": job.computed_keys,
+               "combiner": combiner_for(job),
                "source": job.source_spec.identity() if job.source_spec is not None else None, **kwargs},
         )
 

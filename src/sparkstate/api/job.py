@@ -69,6 +69,12 @@ class JobSettings:
       late, for good. Processing time is the micro-batch's (Spark's batch timestamp, logged with
       its offsets, so a replayed batch decides the same); in the test harness it is the clock the
       test sets, and a harness whose clock was never set applies no bound.
+    * ``pre_aggregate`` - window aggregates (``aggregate`` with a ``merge``, built-ins,
+      ``reduce``) over event-time tumbling or sliding windows combine each source batch's events
+      per key and window before the shuffle, and the keyed operator merges the accumulators:
+      Flink's two-phase (local/global) aggregation, which spreads a hot key's work over every
+      source partition (``engine/combine.py`` says when it applies). On by default; False
+      sends every event to the operator.
     * ``checkpoint`` - a :class:`CheckpointConfig`: directory, interval (the micro-batch
       trigger), retained checkpoints, incremental checkpoints and the state backend.
       ``state_backend`` and ``trigger_interval`` read its fields (and ``Job.with_settings``
@@ -86,6 +92,8 @@ class JobSettings:
     #: epoch ms an event may run ahead of processing time (None: no bound); a timedelta or a
     #: text such as "1 hour" is taken too
     max_event_time_ahead: int | None = DEFAULT_MAX_EVENT_TIME_AHEAD_MS
+    #: window aggregates: combine per key and window before the shuffle where that is correct
+    pre_aggregate: bool = True
 
     @property
     def state_backend(self) -> str:
@@ -107,6 +115,8 @@ class JobSettings:
         if self.window_path not in tuple(WindowPath):
             raise JobDefinitionError(f"window_path must be 'auto', 'python' or 'native', got {self.window_path!r}")
         object.__setattr__(self, "window_path", WindowPath(self.window_path))  # a plain string is taken too
+        if not isinstance(self.pre_aggregate, bool):
+            raise JobDefinitionError(f"pre_aggregate must be True or False, got {self.pre_aggregate!r}")
         if not isinstance(self.bucket_size, int) or self.bucket_size < 1:
             raise JobDefinitionError(f"bucket_size must be a positive int, got {self.bucket_size!r}")
         ahead = self.max_event_time_ahead

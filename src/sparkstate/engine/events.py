@@ -48,6 +48,7 @@ from sparkstate.api.functions import Event
 from sparkstate.api.keys import ComputedKey, KeyNotComputed
 from sparkstate.api.schema import Schema
 from sparkstate.api.time import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, TimestampAssigner, epoch_millis
+from sparkstate.engine.combine import COMBINED_METADATA, PARTIALS_METADATA, LocalCombiner
 from sparkstate.errors import KeyColumnError
 
 PACKED_SCHEMA = "kg int, part int, seq int, ts timestamp, blob binary"
@@ -297,9 +298,11 @@ class Packer:
     def __init__(
         self, key_columns: Sequence[str], key_groups: int, time_column: str | None,
         timestamp_assigner: TimestampAssigner | None = None, max_ahead_ms: int | None = None,
-        computed_keys: Sequence[ComputedKey] = (),
+        computed_keys: Sequence[ComputedKey] = (), combiner: LocalCombiner | None = None,
     ) -> None:
         self.key_columns = list(key_columns)
+        #: window jobs: combines events per key and window before the shuffle (``engine/combine.py``)
+        self.combiner = combiner
         #: computed key columns, added to each batch before anything else (``api/keys.py``)
         self.computed_keys = tuple(computed_keys)
         self.key_groups = key_groups
@@ -381,9 +384,22 @@ class Packer:
                 dead.append({"raw": raw, "reason": reason})
             body = body.filter(pa.array(~bad))
             times = times[~bad] if times is not None else None
+        packed = None
+        if self.combiner is not None and body.num_rows and times is not None:
+            known = times != np.iinfo(np.int64).min
+            timed = body if known.all() else body.filter(pa.array(known))
+            partials, latest, body, times = self.combiner.split(body, times)
+            if partials is not None:
+                at = {ORDER_METADATA: order} if order is not None else {}
+                packed = pa.concat_batches([
+                    self._pack_events(partials.replace_schema_metadata({**PARTIALS_METADATA, **at}), latest, part, seq),
+                    self._pack_events(timed.replace_schema_metadata({**COMBINED_METADATA, **at}), None, part, seq),
+                ])
         if order is not None and body.num_rows:
             body = body.replace_schema_metadata({ORDER_METADATA: order})
-        packed = self._pack_events(body, times, part, seq) if body.num_rows else None
+        if body.num_rows:
+            rows = self._pack_events(body, times, part, seq)
+            packed = rows if packed is None else pa.concat_batches([packed, rows])
         if dead:
             row = dead_letter_row(dead, part, seq, order)
             packed = row if packed is None else pa.concat_batches([packed, row])
@@ -590,7 +606,7 @@ class EventColumns:
     table become Python lists when first read, so columns nobody reads cost nothing.
     """
 
-    __slots__ = ("names", "_lists", "_table", "dead_letters")
+    __slots__ = ("names", "_lists", "_table", "dead_letters", "partials", "combined")
 
     def __init__(self, names: Sequence[str], columns: Sequence[list[Any]] = (), table: pa.Table | None = None) -> None:
         self.names = tuple(names)
@@ -598,6 +614,11 @@ class EventColumns:
         self._lists: list[list[Any] | None] = list(columns) if table is None else [None] * len(self.names)
         #: records the source rejected in this batch (``{"raw", "reason"}``), for the operator
         self.dead_letters: list[DeadLetter] = []
+        #: combined window inputs (``engine/combine.py``): an Arrow table per packed blob on
+        #: Spark, a list of partials in the harness; and the events they hold (Arrow tables on
+        #: Spark, lists of event dicts in the harness), read for late data only
+        self.partials: list[Any] = []
+        self.combined: list[Any] = []
 
     @staticmethod
     def of(events: Iterable[Event]) -> EventColumns:
@@ -647,22 +668,30 @@ class EventList(list[Event]):
     """Event dicts of a batch whose blobs had different columns, with the batch's dead letters."""
 
     dead_letters: list[DeadLetter]
+    partials: list[Any]
+    combined: list[Any]
 
 
 def unpack_events(packed: Iterable[tuple[int, int, bytes | None]]) -> EventColumns | EventList:
     """``(part, seq, blob)`` rows back to events, in arrival order: columns when every blob
     has the same columns (always, for one source), else a list of event dicts. Dead-letter
-    blobs are not events: their rows go to the result's ``dead_letters``."""
+    blobs are not events: their rows go to the result's ``dead_letters``; blobs of partials
+    (``engine/combine.py``) to its ``partials`` and the events they combine to its
+    ``combined``, one table each, in arrival order."""
     opened = []
     for part, seq, blob in packed:
         if blob is not None:
             table = pa.ipc.open_stream(blob).read_all()
             meta = table.schema.metadata or {}
             opened.append((meta.get(ORDER_METADATA, b""), part, seq, table, meta.get(b"sparkstate")))
-    tables, dead = [], []
+    tables, dead, partials, combined = [], [], [], []
     for *_, table, mark in sorted(opened, key=lambda r: r[:3]):
         if mark == DEAD_LETTER_METADATA[b"sparkstate"]:
             dead.extend(table.to_pylist())
+        elif mark == PARTIALS_METADATA[b"sparkstate"]:
+            partials.append(table)
+        elif mark == COMBINED_METADATA[b"sparkstate"]:
+            combined.append(table)
         else:
             tables.append(table.replace_schema_metadata(None) if table.schema.metadata else table)
     first = tables[0].schema if tables else None
@@ -677,4 +706,6 @@ def unpack_events(packed: Iterable[tuple[int, int, bytes | None]]) -> EventColum
         for table in tables:
             result.extend(map(_dict_maker(tuple(table.column_names)), *[_pylist(c) for c in table.columns]))
     result.dead_letters = dead
+    result.partials = partials
+    result.combined = combined
     return result

@@ -15,6 +15,10 @@ accumulator (``aggregate``), the reduced element (``reduce``) or the list of ele
 * session windows merge per key, so their state is per key: ``windows`` maps the key's
   sessions ``(start, end)`` to their contents, with a timer per session.
 
+Window aggregates whose function merges may arrive *combined* (``engine/combine.py``): one
+accumulator per key and window of a source batch, which the pane merges instead of adding
+the events, with the events beside them for the late-data rule alone.
+
 The semantics are Flink's (``WindowOperator`` with ``EventTimeTrigger`` /
 ``ProcessingTimeTrigger``):
 
@@ -38,6 +42,9 @@ from itertools import count, repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
+import pyarrow as pa
+
 from sparkstate.api.agg import BuiltinAggregates
 from sparkstate.api.functions import MIN_WATERMARK, Context, Event, OnTimerContext, OutputTag, RuntimeContext, TimeDomain
 from sparkstate.api.state import TIMERS_FIELD, AggregateFunction, KeyScope, MapStateDescriptor, Record
@@ -49,6 +56,7 @@ from sparkstate.api.windows import (
     WindowContext,
     WindowKind,
 )
+from sparkstate.engine.combine import read_partials
 from sparkstate.engine.events import EventColumns
 from sparkstate.engine.operator import BuiltinFunction, Events, GroupRunner, KeyedOperator
 from sparkstate.errors import CheckpointMismatchError, JobDefinitionError, ProcessFunctionError, SparkStateError
@@ -203,6 +211,10 @@ class WindowOperator(BuiltinFunction):
         """
         scope = self._scope
         out = self._fire_panes(op, candidates)
+        partials = getattr(events, "partials", None)
+        if partials:
+            self._merge_partials(op, partials)
+            self._late_combined(op, events.combined)  # type: ignore[union-attr]
         if not len(events):
             return out
         keys, times, values, event_at, add = self._inputs(op, events)
@@ -264,6 +276,57 @@ class WindowOperator(BuiltinFunction):
         if scope.due:
             out.extend(self._fire_panes(op, ()))
         return out
+
+    def _merge_partials(self, op: KeyedOperator, given: list[Any]) -> None:
+        """Merge the combined inputs (``engine/combine.py``: one accumulator per key and window
+        of a source batch; packed tables on Spark, lists of partials in the harness) into their
+        windows' contents, in arrival order. A partial whose window is late is dropped whole:
+        with no allowed lateness (the combiner's condition), each of its events is late exactly
+        when its window is."""
+        watermark, now = self._scope.watermark, self._scope.processing_time
+        merge = self._merge
+        live: dict[tuple[int, int], dict[Any, Any]] = {}
+        key: Any = None
+        try:
+            for partials in given:
+                if not isinstance(partials, list):
+                    partials = read_partials(partials, self.key_columns)
+                for key, w, part in partials:
+                    contents = live.get(w)
+                    if contents is None:
+                        contents = self._pane(op, w, watermark, now)
+                        if contents is None:
+                            continue  # late: this window has fired
+                        live[w] = contents
+                    acc = contents.get(key)
+                    contents[key] = part if acc is None else merge(acc, part)
+        except SparkStateError:
+            raise
+        except Exception as exc:
+            raise op._user_error("merge", key, "a combined window input", exc) from exc
+
+    def _late_combined(self, op: KeyedOperator, given: list[Any]) -> None:
+        """Send the combined events that are late to the late-data side output: those behind
+        the watermark with every window of theirs late (Flink's rule, with no lateness as the
+        combiner requires). Their partials were dropped with their windows; the events are
+        read only when the batch's earliest is behind the watermark."""
+        watermark, late_tag, bounds = self._scope.watermark, self.late_tag, self._bounds
+        if late_tag is None or watermark == MIN_WATERMARK:
+            return
+        side = self._scope.side
+        for events in given:
+            if isinstance(events, list):
+                timed = [(ev, op._ts_of(ev)) for ev in events]  # type: ignore[misc]
+            else:
+                col = op.timestamp_column
+                times = events.column(col).to_numpy() if col is not None and events.num_rows else None
+                if times is None or times.min() > watermark:
+                    continue
+                behind = events.take(pa.array(np.flatnonzero(times <= watermark))).to_pylist()
+                timed = [(ev, ev[col]) for ev in behind]
+            for ev, t in timed:
+                if t <= watermark and all(w[1] - 1 <= watermark for w in bounds(t)):
+                    side.append((late_tag.name, ev))
 
     def _inputs(
         self, op: KeyedOperator, events: Events,

@@ -27,9 +27,11 @@ from sparkstate.api.keys import ComputedKey
 from sparkstate.api.schema import Schema
 from sparkstate.api.state import HELD_FIELD, INTERNAL_FIELDS, TIMERS_FIELD, Record
 from sparkstate.api.time import WatermarkStrategy
+from sparkstate.engine.combine import LocalCombiner
 from sparkstate.engine.events import (
     END_OF_INPUT_MS,
     EventColumns,
+    EventList,
     admit,
     key_group_of,
     timestamp_reader,
@@ -109,8 +111,12 @@ class KeyedHarness:
         source: dict[str, Any] | None = None,
         connected: ConnectedInput | None = None,
         computed_keys: Sequence[ComputedKey] = (),
+        combiner: LocalCombiner | None = None,
     ) -> None:
         keys = [key_by] if isinstance(key_by, str) else list(key_by)
+        #: a window job's two-phase aggregation, as on Spark (``engine/combine.py``): each
+        #: batch's events combined per key and window before the operator merges them
+        self.combiner = combiner
         #: computed key columns (``key_by(name=function)``), added to each first-input event
         self.computed_keys = tuple(computed_keys)
         if watermark_strategy is not None and not watermark_strategy.has_timestamps:
@@ -205,7 +211,15 @@ class KeyedHarness:
         dead += more
         if dead:
             self.side_outputs.setdefault(DEAD_LETTERS.name, []).extend(dead)
+        admitted, partials = given, None
+        if self.combiner is not None and self._read_time is not None:
+            given, partials, combined = self.combiner.combine_events(given, self.operator._key_of, self._read_time)
         evs = _columnar(given)
+        if partials:
+            if not isinstance(evs, EventColumns):
+                evs = EventList(evs)
+                evs.dead_letters = []
+            evs.partials, evs.combined = [partials], [combined]
         evs2: Events | None = None
         if second is not None:
             if self.connected is None or self.connected.is_broadcast:
@@ -245,7 +259,7 @@ class KeyedHarness:
                 groups.setdefault(self._group_of(key), _TtlGroup(records)).note(key, bool(rec))
         if self.broadcast_states is not None and self._serialize and self.scope_changed_broadcast():
             self.broadcast_states = pickle.loads(dumps_state(self.broadcast_states))
-        self._advance_watermark(evs, evs2)
+        self._advance_watermark(admitted if partials else evs, evs2)
         if self.schema is not None:
             # the same conversion as on Spark: type errors name the column; timestamps come
             # back as epoch ms and maps as dicts, as Spark's MemorySink returns them

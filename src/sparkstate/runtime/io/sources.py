@@ -58,6 +58,7 @@ from sparkstate.connectors.sources import (
     ListSource,
     SocketSource,
 )
+from sparkstate.engine.combine import LocalCombiner, combiner_for
 from sparkstate.engine.events import (
     END_OF_INPUT_MS,
     FILE_COLUMNS,
@@ -119,10 +120,12 @@ def _packer(options: Mapping[str, str]) -> Packer | None:
     assigner = options.get("pack_time_assigner")
     ahead = options.get("pack_max_ahead")
     computed = options.get("pack_computed_keys")
+    combiner = options.get("pack_combiner")
     return Packer(
         json.loads(keys), int(options["pack_key_groups"]), options.get("pack_time_column") or None,
         pickle.loads(base64.b64decode(assigner)) if assigner else None, int(ahead) if ahead else None,
         pickle.loads(base64.b64decode(computed)) if computed else (),
+        pickle.loads(base64.b64decode(combiner)) if combiner else None,
     )
 
 
@@ -136,7 +139,8 @@ def pack_options(job: Any, marker: bool) -> dict[str, str]:
         "pack_max_ahead": "" if job.settings.max_event_time_ahead is None else str(job.settings.max_event_time_ahead),
     }
     assigner = job.watermark.timestamp_assigner if job.watermark else None
-    if assigner is not None or job.computed_keys:
+    combiner = combiner_for(job)
+    if assigner is not None or job.computed_keys or combiner is not None:
         from pyspark import cloudpickle
 
         # options are strings: the functions travel pickled (cloudpickle: lambdas and __main__);
@@ -145,6 +149,8 @@ def pack_options(job: Any, marker: bool) -> dict[str, str]:
             options["pack_time_assigner"] = base64.b64encode(cloudpickle.dumps(assigner)).decode("ascii")
         if job.computed_keys:
             options["pack_computed_keys"] = base64.b64encode(cloudpickle.dumps(job.computed_keys)).decode("ascii")
+        if combiner is not None:
+            options["pack_combiner"] = base64.b64encode(cloudpickle.dumps(combiner)).decode("ascii")
     return options
 
 
@@ -205,11 +211,12 @@ def resumes(source: SourceSpec, start: dict | None) -> dict | None:
 def make_packer(
     key_columns: Sequence[str], key_groups: int, time_column: str | None,
     timestamp_assigner: Callable[[dict], Any] | None = None, max_ahead_ms: int | None = None,
-    computed_keys: Sequence[Any] = (),
+    computed_keys: Sequence[Any] = (), combiner: LocalCombiner | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function that packs a DataFrame's events. With ``max_ahead_ms``
     its input carries the batch's processing time (:func:`with_now`)."""
-    return in_task(Packer(key_columns, key_groups, time_column, timestamp_assigner, max_ahead_ms, computed_keys).pack_all)
+    return in_task(Packer(key_columns, key_groups, time_column, timestamp_assigner, max_ahead_ms, computed_keys,
+                          combiner).pack_all)
 
 
 def in_task(
@@ -878,7 +885,7 @@ class _Lines(_Binding):
         # with a timestamp assigner, event time is the function's business, not a column's
         parser = self.spec.parser(job.source_key_columns, None if assigner else job.timestamp_column)
         packer = Packer(job.key_columns, job.settings.key_groups, job.timestamp_column, assigner,
-                        job.settings.max_event_time_ahead, job.computed_keys)
+                        job.settings.max_event_time_ahead, job.computed_keys, combiner_for(job))
         return rows.mapInArrow(self._packing(packer, parser), self._OUTPUT)
 
     #: the packing step's output
@@ -1029,7 +1036,7 @@ class _DataFrame(_Binding):
         assigner = job.watermark.timestamp_assigner if job.watermark else None
         packer = make_packer(
             job.key_columns, job.settings.key_groups, job.timestamp_column, assigner,
-            max_ahead_ms=job.settings.max_event_time_ahead, computed_keys=job.computed_keys,
+            max_ahead_ms=job.settings.max_event_time_ahead, computed_keys=job.computed_keys, combiner=combiner_for(job),
         )
         return with_now(_with_files_if_any(df), job).mapInArrow(packer, PACKED_SCHEMA)
 

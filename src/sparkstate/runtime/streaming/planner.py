@@ -29,6 +29,7 @@ from sparkstate.api.agg import BuiltinAggregates
 from sparkstate.api.job import WindowPath
 from sparkstate.api.windows import SlidingEventTimeWindows, TumblingEventTimeWindows
 from sparkstate.connectors.sources import describe_guarantee
+from sparkstate.engine.combine import combine_blockers
 from sparkstate.errors import JobDefinitionError
 from sparkstate.runtime.checkpoint.directory import CheckpointDir
 
@@ -172,6 +173,12 @@ def explain(job: Any) -> str:
         if job.window_process is not None:
             what += f", then {type(job.window_process).__name__}"
         lines.append(f"  function:   {job.window_kind}: {what}")
+        if p.path != NATIVE:
+            blockers = combine_blockers(job)
+            lines.append("  combine:    " + (
+                "two-phase: each source batch is combined per key and window before the shuffle, "
+                "and the operator merges the accumulators (pre_aggregate)" if not blockers
+                else "one phase (every event to the operator) because " + "; ".join(blockers)))
     else:
         what = "interval join function" if job.connected is not None and job.connected.join_bounds else "keyed process function"
         lines.append(f"  function:   {type(job.function).__name__} ({what})")
