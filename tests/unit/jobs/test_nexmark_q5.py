@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from nexmark_reference import frame, job, run
 
 SIZE, SLIDE = 10_000, 2_000
@@ -30,19 +31,20 @@ def test_q5_emits_each_windows_most_bid_auctions():
     assert sorted((r["auction"], r["num"]) for r in rows) == want
 
 
-def test_q5_ties_give_every_tied_auction():
-    from sparkstate.jobs.nexmark.common import WATERMARK
-    from sparkstate.jobs.nexmark.q5 import HotItems
-    from sparkstate.testing.harness import KeyedHarness
+@pytest.mark.parametrize("pre_aggregate", [True, False])
+def test_q5_ties_give_every_tied_auction(pre_aggregate):
+    from sparkstate.connectors.nexmark import NexmarkBids
+    from sparkstate.jobs.nexmark.q5 import build
 
     def bid(t, auction):
-        return {"auction": auction, "bidder": 1, "price": 1, "date_time": t, "group": 0}
+        return {"auction": auction, "bidder": 1, "price": 1, "date_time": t}
 
-    h = KeyedHarness(HotItems(), "group", watermark_strategy=WATERMARK.with_timestamp_column("date_time"))
-    rows = h.process_batch([bid(0, 1), bid(1, 2), bid(9_999, 3), bid(9_999, 3), bid(10_000, 1)]) + h.finish()
+    h = build(NexmarkBids(events=1)).with_settings(pre_aggregate=pre_aggregate).harness()
+    given = [bid(0, 1), bid(1, 2), bid(9_999, 3), bid(9_999, 3), bid(10_000, 1)]
+    rows = h.process_batch(given[:3]) + h.process_batch(given[3:]) + h.finish()
     # auctions 1 and 2 tie at 1 bid in the windows that end before 9999 is in them; auction 3's
     # two bids at 9999 top every window holding them; the bid at 10000 is alone in [10000, 20000)
-    got = sorted(rows)
-    want = expected(pd.DataFrame([bid(0, 1), bid(1, 2), bid(9_999, 3), bid(9_999, 3), bid(10_000, 1)]))
+    got = sorted(tuple(r.values()) for r in rows)
+    want = expected(pd.DataFrame(given))
     assert got == want
     assert (1, 1) in got and (2, 1) in got and (3, 2) in got

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from nexmark_reference import frame, job, run
 
 WINDOW = 10_000
@@ -28,18 +29,31 @@ def test_q7_emits_the_bids_at_each_windows_highest_price():
     assert sorted(tuple(r.values()) for r in rows) == want
 
 
-def test_q7_on_hand_made_bids_with_ties_and_edges():
-    from sparkstate.jobs.nexmark.q7 import HighestBid
-    from sparkstate.testing.harness import KeyedHarness
+@pytest.mark.parametrize("pre_aggregate", [True, False])
+@pytest.mark.parametrize("batches", [1, 2, 5])
+def test_q7_on_hand_made_bids_with_ties_and_edges(pre_aggregate, batches):
+    from sparkstate.connectors.nexmark import NexmarkBids
+    from sparkstate.jobs.nexmark.q7 import build
 
     def bid(t, price, auction=1):
-        return {"auction": auction, "bidder": 7, "price": price, "date_time": t, "extra": "", "group": 0}
+        return {"auction": auction, "bidder": 7, "price": price, "date_time": t, "extra": ""}
 
-    from sparkstate.jobs.nexmark.common import WATERMARK
-
-    h = KeyedHarness(HighestBid(), "group", watermark_strategy=WATERMARK.with_timestamp_column("date_time"))
-    h.process_batch([bid(1_000, 5), bid(2_000, 9, 2), bid(9_999, 9, 3), bid(10_000, 9, 4), bid(10_001, 3)])
+    h = build(NexmarkBids(events=1)).with_settings(pre_aggregate=pre_aggregate).harness()
+    given = [bid(1_000, 5), bid(2_000, 9, 2), bid(9_999, 9, 3), bid(10_000, 9, 4), bid(10_001, 3)]
+    for i in range(batches):  # one batch, or several: the windows merge the batches' partials
+        h.process_batch(given[i * len(given) // batches:(i + 1) * len(given) // batches])
     rows = h.process_batch([bid(30_000, 1)]) + h.finish()
-    got = sorted((a, p, t) for a, p, _, t, _ in rows)
+    got = sorted((a, p, t) for a, p, _, t, _ in (tuple(r.values()) for r in rows))
     # window [0, 10000): max 9 -> bids 2, 3 and the edge bid 4 at 10000; window [10000, 20000): max 9 -> bid 4
     assert got == sorted([(2, 9, 2_000), (3, 9, 9_999), (4, 9, 10_000), (4, 9, 10_000), (1, 1, 30_000)])
+
+
+def test_q7_a_window_with_only_its_edge_bid_emits_nothing_for_itself():
+    from sparkstate.connectors.nexmark import NexmarkBids
+    from sparkstate.jobs.nexmark.q7 import build
+
+    h = build(NexmarkBids(events=1)).harness()
+    h.process_batch([{"auction": 1, "bidder": 7, "price": 4, "date_time": 20_000, "extra": ""}])
+    rows = h.finish()
+    # [10000, 20000) has no bid of its own; [20000, 30000) has the bid at its first millisecond
+    assert [tuple(r.values())[:2] for r in rows] == [(1, 4)]

@@ -14,22 +14,27 @@ So one row ``(auction, num)`` per window and auction whose count is the window's
 give several). Each bid falls into 5 windows (``[start, start + 10 s)`` for the starts that
 are multiples of 2 s within 10 s before it).
 
-The highest count is over every auction of a window, so all bids meet in one keyed function,
-as in Flink's plan (the max is grouped by the window alone): one computed key,
-:func:`~sparkstate.jobs.nexmark.common.one_group`. Its state: MapState from window end to
-that window's counts per auction. An event-time timer at a window's end (Flink's window end
-is exclusive: it fires once the watermark has reached ``end - 1``) emits the window's top
-auctions and drops its counts, so the state is the open windows' counts (5 windows, plus the
-watermark's delay): bounded by the auctions bid on in 14 seconds, not by the stream. A bid
-behind the watermark whose windows have fired is dropped (late data, as Flink's windows do).
+The highest count is over every auction of a window, so all bids meet in one group, as in
+Flink's plan (the max is grouped by the window alone): one computed key,
+:func:`~sparkstate.jobs.nexmark.common.one_group`, and sliding event-time windows whose
+aggregate is the window's counts per auction (:class:`AuctionCounts`). Its ``merge`` adds
+counts, so the job aggregates in two phases (``JobSettings.pre_aggregate``, Flink's
+local/global aggregation): each source partition counts its batch's bids per window before
+the shuffle, and the one group merges a few dicts per window instead of taking every bid.
+When a window fires (Flink's window end is exclusive: once the watermark has reached
+``end - 1``), :class:`HottestAuctions` emits its top auctions, and the window's state goes.
+So the state is the open windows' counts (5 windows, plus the watermark's delay): bounded by
+the auctions bid on in 14 seconds, not by the stream. A bid behind the watermark whose
+windows have fired is late data, as in Flink's windows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
 
-from sparkstate.api.functions import Context, KeyedProcessFunction, OnTimerContext, RuntimeContext
-from sparkstate.api.state import MapState, MapStateDescriptor
+from sparkstate.api.state import AggregateFunction
+from sparkstate.api.windows import ProcessWindowFunction, SlidingEventTimeWindows, WindowContext
 from sparkstate.connectors.nexmark import NexmarkBids
 from sparkstate.connectors.sinks import NoopSink
 from sparkstate.job import Job
@@ -40,49 +45,44 @@ SIZE_MS = 10_000
 SLIDE_MS = 2_000
 
 
-def window_ends(ts: int) -> range:
-    """The ends of the hopping windows holding ``ts``: ``start <= ts < start + SIZE`` for each
-    start a multiple of ``SLIDE`` (Flink's ``SlidingEventTimeWindows`` assignment)."""
-    last_start = ts - ts % SLIDE_MS
-    return range(last_start + SIZE_MS, last_start, -SLIDE_MS)
+class AuctionCounts(AggregateFunction[dict, dict, dict]):
+    """A window's bids per auction: ``{auction: count}``; ``merge`` adds two windows' counts."""
 
+    def create_accumulator(self) -> dict[int, int]:
+        return {}
 
-class HotItems(KeyedProcessFunction):
-    """Per hopping window, the auctions with the window's highest bid count; see the module docs."""
-
-    def open(self, ctx: RuntimeContext) -> None:
-        self.counts: MapState[int, dict] = ctx.get_map_state(MapStateDescriptor("counts", int, dict))
-
-    def process_element(self, bid: dict, ctx: Context) -> None:
-        timers = ctx.timer_service()
-        watermark = timers.current_watermark()
+    def add(self, bid: dict[str, Any], acc: dict[int, int]) -> dict[int, int]:
         auction = bid["auction"]
-        for end in window_ends(bid["date_time"]):
-            if end - 1 <= watermark:
-                continue  # that window has fired: late for it
-            counts = self.counts.get(end)
-            if counts is None:
-                counts = {}
-                timers.register_event_time_timer(end - 1)
-            counts[auction] = counts.get(auction, 0) + 1
-            self.counts.put(end, counts)
+        acc[auction] = acc.get(auction, 0) + 1
+        return acc
 
-    def on_timer(self, timestamp: int, ctx: OnTimerContext) -> Iterator[tuple[int, int]]:
-        end = timestamp + 1
-        counts = self.counts.get(end)
+    def merge(self, a: dict[int, int], b: dict[int, int]) -> dict[int, int]:
+        if len(a) < len(b):
+            a, b = b, a
+        for auction, n in b.items():
+            a[auction] = a.get(auction, 0) + n
+        return a
+
+    def get_result(self, acc: dict[int, int]) -> dict[int, int]:
+        return acc
+
+
+class HottestAuctions(ProcessWindowFunction):
+    """The auctions whose count is the window's highest (ties give several)."""
+
+    def process(self, key: Any, context: WindowContext, elements: list[Any]) -> list[tuple[int, int]]:
+        (counts,) = elements
         if not counts:
-            return
+            return []
         top = max(counts.values())
-        for auction, num in counts.items():
-            if num >= top:
-                yield (auction, num)
-        self.counts.remove(end)
+        return [(auction, num) for auction, num in counts.items() if num >= top]
 
 
 def build(source: NexmarkBids) -> Job:
     return (
         on("nexmark-q5", source).key_by(group=one_group)
-        .process(HotItems(), output_schema=OUTPUT)
+        .window(SlidingEventTimeWindows.of(timedelta(milliseconds=SIZE_MS), timedelta(milliseconds=SLIDE_MS)))
+        .aggregate(AuctionCounts(), window_function=HottestAuctions(), output_schema=OUTPUT)
         .sink(NoopSink())
     )
 
