@@ -17,6 +17,14 @@ each system reads those files:
   2 shuffle partitions, checkpointed, ``availableNow``, the noop sink), where Spark can run it;
   otherwise the row gives Spark's reason (its error, or the feature it lacks).
 
+The hot-key switch: where a query's window aggregate is combined before the shuffle
+(``JobSettings.pre_aggregate``, on by default: q5 and q7, whose one group takes every bid), a
+row ``sparkstate one phase`` runs it with the switch off, so the table shows what the two
+phases buy.
+
+A row that has not finished after ``--timeout`` seconds (default 1,800) is stopped, and gives
+the bound it shows (fewer than events / timeout events/s).
+
 Each row runs in a process of its own after a warm-up over a small folder of the same
 stream; its time is the query's, start to end of the files (not the process's start), and
 its peak memory is the resident memory of its whole process tree. Events/s counts every
@@ -29,18 +37,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench_common import FLINK_PYTHON, mb, run_child
+from bench_common import FLINK_PYTHON, mb
 
 HERE = Path(__file__).resolve()
 ROOT = HERE.parents[1]
 QUERIES = (0, 1, 2, 3, 4, 5, 7, 8, 9, 11, 12, 15, 16, 17, 18, 19, 20)
 SYSTEMS = ("sparkstate", "flink", "spark-sql")
+#: sparkstate with ``pre_aggregate=False``: a row beside sparkstate's for the queries it changes
+ONE_PHASE = "sparkstate one phase"
 FILE_EVENTS = 1_000_000
 WARMUP_EVENTS = 50_000
 CORES = 2
@@ -115,14 +127,23 @@ def _session():
     return get_spark(parallelism=2, log_file=Path(tempfile.gettempdir()) / "sparkstate-bench-nexmark.log")
 
 
-def _sparkstate(query: int, folder: str, events: int, checkpoint: Path, spark) -> float:
+def combines(query: int) -> bool:
+    """Whether nexmark-qN aggregates in two phases (so a one-phase row measures the switch)."""
+    from sparkstate.engine.combine import combiner_for
+    from sparkstate.jobs import JOBS
+
+    return combiner_for(JOBS[f"nexmark-q{query}"].job(events=1)) is not None
+
+
+def _sparkstate(query: int, folder: str, events: int, checkpoint: Path, spark, two_phase: bool = True) -> float:
     from sparkstate import NoopSink
     from sparkstate.jobs import JOBS
     from sparkstate.jobs.nexmark.common import reading_files
 
     job = JOBS[f"nexmark-q{query}"].job(events=events)
     first = job.source_spec.events_between(0, events)
-    job = reading_files(job, folder).sink(NoopSink()).with_settings(parallelism=2, trigger_interval="0 seconds")
+    job = reading_files(job, folder).sink(NoopSink()).with_settings(
+        parallelism=2, trigger_interval="0 seconds", pre_aggregate=two_phase)
     started = time.monotonic()
     result = job.run(checkpoint_dir=checkpoint, spark=spark, until=lambda r: r.events >= first, timeout=7200)
     assert result.events >= first, f"q{query} read {result.events} of {first} events"
@@ -152,9 +173,10 @@ def child(args: argparse.Namespace) -> dict:
     spark = _session()
     work = Path(tempfile.mkdtemp(prefix="sparkstate-bench-nexmark-"))
     try:
-        if args.system == "sparkstate":
-            _sparkstate(args.query, args.warmup, WARMUP_EVENTS, work / "warmup", spark)
-            seconds = _sparkstate(args.query, args.dir, args.events, work / "measured", spark)
+        if args.system in ("sparkstate", ONE_PHASE):
+            two = args.system == "sparkstate"
+            _sparkstate(args.query, args.warmup, WARMUP_EVENTS, work / "warmup", spark, two)
+            seconds = _sparkstate(args.query, args.dir, args.events, work / "measured", spark, two)
         else:
             try:
                 _spark_sql(args.query, args.warmup, work / "warmup", spark)
@@ -174,7 +196,20 @@ def _reason(exc: Exception) -> str:
     return text[:220] + ("..." if len(text) > 220 else "")
 
 
-def _row(system: str, query: int, folder: Path, warmup: Path, events: int) -> dict:
+def _bounded(args: list[str], timeout: float) -> tuple[int | None, str, str]:
+    """Run ``args`` in a session of its own: its return code (None when it ran past
+    ``timeout`` seconds and its whole process group was stopped), stdout and stderr."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        return proc.returncode, out, err
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the JVMs it started go with it
+        proc.communicate()
+        return None, "", ""
+
+
+def _row(system: str, query: int, folder: Path, warmup: Path, events: int, timeout: float) -> dict:
     from sparkstate.metrics.memory import PeakMemory
 
     if system == "spark-sql" and query in SPARK_SQL_CANNOT:
@@ -184,15 +219,16 @@ def _row(system: str, query: int, folder: Path, warmup: Path, events: int) -> di
             return {"refused": f"{FLINK_PYTHON} is missing: bash benchmarks/flink/setup.sh makes it"}
         args = [str(FLINK_PYTHON), str(HERE.parent / "flink" / "nexmark.py"), f"q{query}", "--dir", str(folder),
                 "--events", str(events), "--warmup-dir", str(warmup)]
-        with PeakMemory() as mem:
-            proc = subprocess.run(args, capture_output=True, text=True)
-        if proc.returncode != 0:
-            return {"refused": "failed: " + " ".join(proc.stderr.split())[-300:]}
-        return {**json.loads(proc.stdout.strip().splitlines()[-1]), "peak_bytes": mem.peak_bytes}
+    else:
+        args = [sys.executable, str(HERE), "--child", system, str(query), str(folder), str(warmup), str(events)]
     with PeakMemory() as mem:
-        result = run_child(HERE, [system, str(query), str(folder), str(warmup), str(events)])
-    assert isinstance(result, dict)
-    return {**result, "peak_bytes": mem.peak_bytes}
+        code, out, err = _bounded(args, timeout)
+    if code is None:
+        return {"refused": f"stopped after {timeout:,.0f} s: fewer than {events / timeout:,.0f} events/s",
+                "peak_bytes": mem.peak_bytes}
+    if code != 0:
+        return {"refused": "failed: " + " ".join(err.split())[-300:]}
+    return {**json.loads(out.strip().splitlines()[-1]), "peak_bytes": mem.peak_bytes}
 
 
 def main() -> None:
@@ -203,6 +239,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "sparkstate-nexmark",
                         help="where the generated files are kept between runs")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    parser.add_argument("--timeout", type=float, default=1_800, help="seconds a row may run (default 1,800)")
     parser.add_argument("--child", nargs=5, metavar=("SYSTEM", "QUERY", "DIR", "WARMUP", "EVENTS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -221,9 +258,10 @@ def main() -> None:
     folder, warmup = generated(args.work, args.events), generated(args.work, WARMUP_EVENTS)
     rows = []
     for query in queries:
-        for system in systems:
+        extra = [ONE_PHASE] if "sparkstate" in systems and combines(query) else []
+        for system in systems + extra:
             console.print(f"q{query} on {system} ...")
-            row = {"query": query, "system": system, **_row(system, query, folder, warmup, args.events)}
+            row = {"query": query, "system": system, **_row(system, query, folder, warmup, args.events, args.timeout)}
             rows.append(row)
             console.print(f"  {_describe(row)}")
     table = Table(title=f"Nexmark, {args.events:,} events, parallelism 2, checkpoints on", title_justify="left")
