@@ -89,6 +89,17 @@ class WindowAssigner:
         raise NotImplementedError
 
 
+def solo_range(assigner: WindowAssigner) -> tuple[int, int]:
+    """Where, relative to a window's start, times belong to that window alone: the whole
+    window for tumbling windows (and sliding ones with gaps, size <= slide), ``[size - slide,
+    slide)`` for sliding ones with slide < size < 2 x slide, nothing when size >= 2 x slide
+    (every time is in two windows or more) or for merging windows. An engine that has just
+    placed an element in a window alone places the next ones in that range there without
+    computing their windows."""
+    size, slide = getattr(assigner, "size", 0), getattr(assigner, "slide", 0)
+    return (0, 0) if assigner.merging or not size else (max(0, size - slide), min(size, slide))
+
+
 @dataclass(frozen=True)
 class _Tumbling(WindowAssigner):
     """Fixed, non-overlapping windows of ``size`` (aligned to the epoch + ``offset``) on

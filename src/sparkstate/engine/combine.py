@@ -54,7 +54,7 @@ import pyarrow as pa
 from sparkstate.api.agg import BuiltinAggregates
 from sparkstate.api.functions import TimeDomain
 from sparkstate.api.state import AggregateFunction
-from sparkstate.api.windows import WindowAssigner, WindowKind
+from sparkstate.api.windows import WindowAssigner, WindowKind, solo_range
 from sparkstate.errors import ProcessFunctionError
 
 #: the partial's columns beside the key columns: its window and its pickled accumulator
@@ -122,42 +122,64 @@ class LocalCombiner:
 
     def fold(self, keys: Sequence[Any], times: Sequence[int], values: Sequence[Any],
              create: Callable[[], Any], add: Callable[[Any, Any], Any], event_at: Callable[[int], Any],
-             ) -> dict[tuple[Any, tuple[int, int]], list[Any]]:
-        """``(key, window) -> [accumulator, latest time, index of its first event]``, in the
-        order the groups first appear."""
+             ) -> list[tuple[Any, tuple[int, int], list[Any]]]:
+        """``(key, window, [accumulator, latest time, index of its first event])`` of each
+        key and window the events are in."""
         bounds = self.assigner.bounds
-        groups: dict[tuple[Any, tuple[int, int]], list[Any]] = {}
+        solo_lo, solo_hi = solo_range(self.assigner)
+        windows: dict[tuple[int, int], dict[Any, list[Any]]] = {}
+        # as the window operator does: the next element in [lo, hi), where every time has the
+        # last single window alone, belongs to it, with no window computation
+        lo = hi = 0
+        cur: dict[Any, list[Any]] = {}
         i = -1
         try:
             for i, (key, t, v) in enumerate(zip(keys, times, values)):
-                for w in bounds(t):
-                    g = groups.get((key, w))
+                if lo <= t < hi:
+                    g = cur.get(key)
                     if g is None:
-                        groups[(key, w)] = [add(v, create()), t, i]
+                        cur[key] = [add(v, create()), t, i]
                     else:
                         g[0] = add(v, g[0])
                         if t > g[1]:
                             g[1] = t
+                    continue
+                ws = bounds(t)
+                for w in ws:
+                    contents = windows.get(w)
+                    if contents is None:
+                        contents = windows[w] = {}
+                    g = contents.get(key)
+                    if g is None:
+                        contents[key] = [add(v, create()), t, i]
+                    else:
+                        g[0] = add(v, g[0])
+                        if t > g[1]:
+                            g[1] = t
+                    if len(ws) == 1:
+                        lo, hi, cur = w[0] + solo_lo, w[0] + solo_hi, contents
         except Exception as exc:
             raise ProcessFunctionError(
                 f"{type(self.function).__name__}: adding event {event_at(i)!r} to its window failed in the packing "
                 f"step (two-phase aggregation): {type(exc).__name__}: {exc}; fix the function, or set "
                 "pre_aggregate=False to see the failure in the keyed operator instead"
             ) from exc
-        return groups
+        return [(key, w, g) for w, contents in windows.items() for key, g in contents.items()]
 
     def split(
-        self, body: pa.RecordBatch, times: np.ndarray,
+        self, body: pa.RecordBatch, times: np.ndarray, rows: list[dict[str, Any]] | None = None,
     ) -> tuple[pa.RecordBatch | None, np.ndarray, pa.RecordBatch, np.ndarray]:
         """The packing step's half: ``body``'s events with an event time as partials (a batch
         with the key columns, the window and the pickled accumulator, and each partial's latest
-        time), and the events without one, left as they are (a batch and their times)."""
+        time), and the events without one, left as they are (a batch and their times).
+        ``rows``: the events as dicts, when the packing step has made them already."""
         known = times != _NO_TIME
         if not known.any():
             return None, times[:0], body, times
         rest = body.filter(pa.array(~known)) if not known.all() else body.slice(0, 0)
         if not known.all():
             body, times = body.filter(pa.array(known)), times[known]
+            rows = [r for r, k in zip(rows, known) if k] if rows is not None else None
         create, add = self._steps()
         fn = self.function
         values: Sequence[Any]
@@ -165,21 +187,21 @@ class LocalCombiner:
             columns = [body.column(c).to_pylist() for c in fn.input_columns]
             values, add = (list(zip(*columns)) if columns else [()] * body.num_rows), fn.tuple_add()
         else:
-            values = body.to_pylist()
+            values = rows if rows is not None else body.to_pylist()
         cols = self.key_columns
         keycols = [body.column(c).to_pylist() for c in cols]
         keys = keycols[0] if len(cols) == 1 else list(zip(*keycols))
         groups = self.fold(keys, times.tolist(), values, create, add, lambda i: body.slice(i, 1).to_pylist()[0])
-        firsts = pa.array([g[2] for g in groups.values()], pa.int64())
+        firsts = pa.array([g[2] for _, _, g in groups], pa.int64())
         partials = pa.RecordBatch.from_arrays(
             [body.column(c).take(firsts) for c in cols] + [
-                pa.array([w[0] for _, w in groups], pa.int64()),
-                pa.array([w[1] for _, w in groups], pa.int64()),
-                pa.array([cloudpickle.dumps(g[0]) for g in groups.values()], pa.binary()),
+                pa.array([w[0] for _, w, _ in groups], pa.int64()),
+                pa.array([w[1] for _, w, _ in groups], pa.int64()),
+                pa.array([cloudpickle.dumps(g[0]) for _, _, g in groups], pa.binary()),
             ],
             names=[*cols, PARTIAL_START, PARTIAL_END, PARTIAL_ACC],
         )
-        latest = np.fromiter((g[1] for g in groups.values()), dtype=np.int64, count=len(groups))
+        latest = np.fromiter((g[1] for _, _, g in groups), dtype=np.int64, count=len(groups))
         return partials, latest, rest, np.full(rest.num_rows, _NO_TIME, dtype=np.int64)
 
     def combine_events(
@@ -198,7 +220,7 @@ class LocalCombiner:
                 rest.append(ev)
         create, add = self._steps()
         groups = self.fold([key_of(ev) for ev in timed], times, timed, create, add, timed.__getitem__)
-        partials = [(key, w, pickle.loads(cloudpickle.dumps(g[0]))) for (key, w), g in groups.items()]  # noqa: S301
+        partials = [(key, w, pickle.loads(cloudpickle.dumps(g[0]))) for key, w, g in groups]  # noqa: S301
         return rest, partials, timed
 
 

@@ -260,10 +260,13 @@ def with_computed_keys(events: list[Event], keys: Sequence[ComputedKey]) -> tupl
     return kept, dead
 
 
-def with_computed_columns(body: pa.RecordBatch, keys: Sequence[ComputedKey]) -> tuple[pa.RecordBatch, dict[int, str]]:
+def with_computed_columns(
+    body: pa.RecordBatch, keys: Sequence[ComputedKey],
+) -> tuple[pa.RecordBatch, dict[int, str], list[Event]]:
     """``body`` (timestamps already epoch ms) with a column per computed key, its function run
-    per event on the event as a dict, as the harness runs it; and row index -> reason for the
-    events whose key could not be computed (null there, and dead letters)."""
+    per event on the event as a dict, as the harness runs it; row index -> reason for the
+    events whose key could not be computed (null there, and dead letters); and the events as
+    those dicts, the computed keys included (what a window combiner adds, made once)."""
     rows = body.to_pylist()
     failed: dict[int, str] = {}
     for k in keys:
@@ -284,7 +287,9 @@ def with_computed_columns(body: pa.RecordBatch, keys: Sequence[ComputedKey]) -> 
                 "for every event"
             ) from exc
         body = body.append_column(k.name, column)
-    return body, failed
+        for row, value in zip(rows, values):
+            row[k.name] = value
+    return body, failed, rows
 
 
 class Packer:
@@ -371,8 +376,9 @@ class Packer:
         """
         body = self._prepare(batch) if batch.num_rows else batch
         failed: dict[int, str] = {}
+        rows: list[Event] | None = None
         if self.computed_keys and body.num_rows:
-            body, failed = with_computed_columns(body, self.computed_keys)
+            body, failed, rows = with_computed_columns(body, self.computed_keys)
         times = self._event_times(body) if batch.num_rows else None
         dead = list(dead)
         rejected = {**self._rejected(body, times, now), **failed} if batch.num_rows else {}
@@ -384,11 +390,12 @@ class Packer:
                 dead.append({"raw": raw, "reason": reason})
             body = body.filter(pa.array(~bad))
             times = times[~bad] if times is not None else None
+            rows = [r for r, b in zip(rows, bad) if not b] if rows is not None else None
         packed = None
         if self.combiner is not None and body.num_rows and times is not None:
             known = times != np.iinfo(np.int64).min
             timed = body if known.all() else body.filter(pa.array(known))
-            partials, latest, body, times = self.combiner.split(body, times)
+            partials, latest, body, times = self.combiner.split(body, times, rows)
             if partials is not None:
                 at = {ORDER_METADATA: order} if order is not None else {}
                 packed = pa.concat_batches([
@@ -410,16 +417,18 @@ class Packer:
             kgs = np.full(body.num_rows, EVERY_KEY_GROUP, dtype=np.int32)
         else:
             kgs = (hash_keys([body.column(c) for c in self.key_columns]) % np.uint64(self.key_groups)).astype(np.int32)
-        order = np.argsort(kgs, kind="stable")
-        kgs = kgs[order]
-        body = body.take(pa.array(order))  # keeps the schema's metadata (a file's order key)
+        ordered = len(kgs) < 2 or bool((kgs[1:] >= kgs[:-1]).all())  # one hot group, say: no copy
+        order = None if ordered else np.argsort(kgs, kind="stable")
+        if order is not None:
+            kgs = kgs[order]
+            body = body.take(pa.array(order))  # keeps the schema's metadata (a file's order key)
         starts = np.flatnonzero(np.r_[True, kgs[1:] != kgs[:-1]])
         ends = np.r_[starts[1:], len(kgs)]
         blobs = [_ipc(body.slice(s, e - s)) for s, e in zip(starts, ends)]
         n = len(blobs)
         ts_type = pa.timestamp("us", tz="UTC")
         if times is not None:
-            times = times[order]
+            times = times[order] if order is not None else times
             none = np.iinfo(np.int64).min
             latest = np.maximum.reduceat(times, starts)
             valid = latest != none

@@ -55,6 +55,7 @@ from sparkstate.api.windows import (
     WindowAssigner,
     WindowContext,
     WindowKind,
+    solo_range,
 )
 from sparkstate.engine.combine import read_partials
 from sparkstate.engine.events import EventColumns
@@ -134,12 +135,7 @@ class WindowOperator(BuiltinFunction):
             cols = self.key_columns
             self._key_row = lambda key: dict(zip(cols, key))
         self._bounds = self.assigner.bounds
-        #: where, relative to a window's start, times belong to that window alone: the
-        #: whole window for tumbling windows (and sliding ones with gaps, size <= slide),
-        #: ``[size - slide, slide)`` for sliding ones with slide < size < 2 x slide, nothing
-        #: when size >= 2 x slide (every time is in two windows or more)
-        size, slide = getattr(self.assigner, "size", 0), getattr(self.assigner, "slide", 0)
-        self._solo = (0, 0) if self.assigner.merging or not size else (max(0, size - slide), min(size, slide))
+        self._solo = solo_range(self.assigner)
         #: built-in aggregates make the whole output row in one generated call
         self._row = (
             fn.window_row(self.key_columns, WINDOW_START, WINDOW_END, self.output_names)
