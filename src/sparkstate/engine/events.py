@@ -392,10 +392,15 @@ class Packer:
             times = times[~bad] if times is not None else None
             rows = [r for r, b in zip(rows, bad) if not b] if rows is not None else None
         packed = None
+        hashes = None
         if self.combiner is not None and body.num_rows and times is not None:
+            hashes = hash_keys([body.column(c) for c in self.key_columns])
+        if hashes is not None and self._hot(hashes):
+            assert self.combiner is not None and times is not None
             known = times != np.iinfo(np.int64).min
             timed = body if known.all() else body.filter(pa.array(known))
             partials, latest, body, times = self.combiner.split(body, times, rows)
+            hashes = None
             if partials is not None:
                 at = {ORDER_METADATA: order} if order is not None else {}
                 packed = pa.concat_batches([
@@ -405,18 +410,29 @@ class Packer:
         if order is not None and body.num_rows:
             body = body.replace_schema_metadata({ORDER_METADATA: order})
         if body.num_rows:
-            rows = self._pack_events(body, times, part, seq)
-            packed = rows if packed is None else pa.concat_batches([packed, rows])
+            events = self._pack_events(body, times, part, seq, hashes)
+            packed = events if packed is None else pa.concat_batches([packed, events])
         if dead:
             row = dead_letter_row(dead, part, seq, order)
             packed = row if packed is None else pa.concat_batches([packed, row])
         return packed
 
-    def _pack_events(self, body: pa.RecordBatch, times: np.ndarray | None, part: int, seq: int) -> pa.RecordBatch:
+    def _hot(self, hashes: np.ndarray) -> bool:
+        """Whether combining a batch whose keys hash to ``hashes`` pays
+        (:meth:`LocalCombiner.pays`: a key holds a large share of its events)."""
+        assert self.combiner is not None
+        _, counts = np.unique(hashes, return_counts=True)
+        return self.combiner.pays(int(counts.max()), len(hashes))
+
+    def _pack_events(
+        self, body: pa.RecordBatch, times: np.ndarray | None, part: int, seq: int, hashes: np.ndarray | None = None,
+    ) -> pa.RecordBatch:
         if not self.key_columns:  # an unkeyed (broadcast) input: one row for every key group
             kgs = np.full(body.num_rows, EVERY_KEY_GROUP, dtype=np.int32)
         else:
-            kgs = (hash_keys([body.column(c) for c in self.key_columns]) % np.uint64(self.key_groups)).astype(np.int32)
+            if hashes is None:
+                hashes = hash_keys([body.column(c) for c in self.key_columns])
+            kgs = (hashes % np.uint64(self.key_groups)).astype(np.int32)
         ordered = len(kgs) < 2 or bool((kgs[1:] >= kgs[:-1]).all())  # one hot group, say: no copy
         order = None if ordered else np.argsort(kgs, kind="stable")
         if order is not None:
@@ -623,9 +639,9 @@ class EventColumns:
         self._lists: list[list[Any] | None] = list(columns) if table is None else [None] * len(self.names)
         #: records the source rejected in this batch (``{"raw", "reason"}``), for the operator
         self.dead_letters: list[DeadLetter] = []
-        #: combined window inputs (``engine/combine.py``): an Arrow table per packed blob on
-        #: Spark, a list of partials in the harness; and the events they hold (Arrow tables on
-        #: Spark, lists of event dicts in the harness), read for late data only
+        #: combined window inputs (``engine/combine.py``), each as ``(events before it, an
+        #: Arrow table per packed blob on Spark or a list of partials in the harness)``; and
+        #: the events they hold (Arrow tables, or lists of event dicts), for late data only
         self.partials: list[Any] = []
         self.combined: list[Any] = []
 
@@ -685,8 +701,8 @@ def unpack_events(packed: Iterable[tuple[int, int, bytes | None]]) -> EventColum
     """``(part, seq, blob)`` rows back to events, in arrival order: columns when every blob
     has the same columns (always, for one source), else a list of event dicts. Dead-letter
     blobs are not events: their rows go to the result's ``dead_letters``; blobs of partials
-    (``engine/combine.py``) to its ``partials`` and the events they combine to its
-    ``combined``, one table each, in arrival order."""
+    (``engine/combine.py``) to its ``partials``, each with the number of events that arrived
+    before it, and the events they combine to its ``combined``, in arrival order."""
     opened = []
     for part, seq, blob in packed:
         if blob is not None:
@@ -694,15 +710,17 @@ def unpack_events(packed: Iterable[tuple[int, int, bytes | None]]) -> EventColum
             meta = table.schema.metadata or {}
             opened.append((meta.get(ORDER_METADATA, b""), part, seq, table, meta.get(b"sparkstate")))
     tables, dead, partials, combined = [], [], [], []
+    arrived = 0  # events before the next blob: where a blob of partials merges among them
     for *_, table, mark in sorted(opened, key=lambda r: r[:3]):
         if mark == DEAD_LETTER_METADATA[b"sparkstate"]:
             dead.extend(table.to_pylist())
         elif mark == PARTIALS_METADATA[b"sparkstate"]:
-            partials.append(table)
+            partials.append((arrived, table))
         elif mark == COMBINED_METADATA[b"sparkstate"]:
             combined.append(table)
         else:
             tables.append(table.replace_schema_metadata(None) if table.schema.metadata else table)
+            arrived += table.num_rows
     first = tables[0].schema if tables else None
     result: EventColumns | EventList
     if first is None:

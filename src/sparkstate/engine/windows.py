@@ -209,10 +209,15 @@ class WindowOperator(BuiltinFunction):
         out = self._fire_panes(op, candidates)
         partials = getattr(events, "partials", None)
         if partials:
-            self._merge_partials(op, partials)
+            # a blob of partials merges where it arrived among the events (order-sensitive
+            # functions see one phase's order): here those before any event, below the rest
             self._late_combined(op, events.combined)  # type: ignore[union-attr]
+            partials = list(partials)
+            while partials and partials[0][0] == 0:
+                self._merge_partials(op, partials.pop(0)[1])
         if not len(events):
             return out
+        next_at = partials[0][0] if partials else -1
         keys, times, values, event_at, add = self._inputs(op, events)
         watermark = scope.watermark if self._event_time else MIN_WATERMARK
         now = scope.processing_time
@@ -230,6 +235,10 @@ class WindowOperator(BuiltinFunction):
         i = -1
         try:
             for i, key, t, v in zip(count(), keys, times, values):
+                if i == next_at:
+                    while partials and partials[0][0] == i:
+                        self._merge_partials(op, partials.pop(0)[1])
+                    next_at = partials[0][0] if partials else -1
                 if type(t) is not int:
                     t = op._event_time_of(event_at(i), t)
                     if t is None:
@@ -269,14 +278,16 @@ class WindowOperator(BuiltinFunction):
             raise
         except Exception as exc:
             raise op._user_error("process_element", key, event_at(i) if i >= 0 else None, exc) from exc
+        for _, rest in partials or ():  # blobs of partials after the last event
+            self._merge_partials(op, rest)
         if scope.due:
             out.extend(self._fire_panes(op, ()))
         return out
 
-    def _merge_partials(self, op: KeyedOperator, given: list[Any]) -> None:
-        """Merge the combined inputs (``engine/combine.py``: one accumulator per key and window
-        of a source batch; packed tables on Spark, lists of partials in the harness) into their
-        windows' contents, in arrival order. A partial whose window is late is dropped whole:
+    def _merge_partials(self, op: KeyedOperator, partials: Any) -> None:
+        """Merge one blob of combined inputs (``engine/combine.py``: an accumulator per key and
+        window of a source batch; a packed table on Spark, a list of partials in the harness)
+        into their windows' contents. A partial whose window is late is dropped whole:
         with no allowed lateness (the combiner's condition), each of its events is late exactly
         when its window is."""
         watermark, now = self._scope.watermark, self._scope.processing_time
@@ -284,18 +295,17 @@ class WindowOperator(BuiltinFunction):
         live: dict[tuple[int, int], dict[Any, Any]] = {}
         key: Any = None
         try:
-            for partials in given:
-                if not isinstance(partials, list):
-                    partials = read_partials(partials, self.key_columns)
-                for key, w, part in partials:
-                    contents = live.get(w)
+            if not isinstance(partials, list):
+                partials = read_partials(partials, self.key_columns)
+            for key, w, part in partials:
+                contents = live.get(w)
+                if contents is None:
+                    contents = self._pane(op, w, watermark, now)
                     if contents is None:
-                        contents = self._pane(op, w, watermark, now)
-                        if contents is None:
-                            continue  # late: this window has fired
-                        live[w] = contents
-                    acc = contents.get(key)
-                    contents[key] = part if acc is None else merge(acc, part)
+                        continue  # late: this window has fired
+                    live[w] = contents
+                acc = contents.get(key)
+                contents[key] = part if acc is None else merge(acc, part)
         except SparkStateError:
             raise
         except Exception as exc:

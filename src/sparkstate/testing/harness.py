@@ -212,14 +212,15 @@ class KeyedHarness:
         if dead:
             self.side_outputs.setdefault(DEAD_LETTERS.name, []).extend(dead)
         admitted, partials = given, None
-        if self.combiner is not None and self._read_time is not None:
+        if self.combiner is not None and self._read_time is not None and self.combiner.pays_for(
+                [self.operator._key_of(ev) for ev in given if isinstance(ev, dict)]):
             given, partials, combined = self.combiner.combine_events(given, self.operator._key_of, self._read_time)
         evs = _columnar(given)
         if partials:
             if not isinstance(evs, EventColumns):
                 evs = EventList(evs)
                 evs.dead_letters = []
-            evs.partials, evs.combined = [partials], [combined]
+            evs.partials, evs.combined = [(0, partials)], [combined]
         evs2: Events | None = None
         if second is not None:
             if self.connected is None or self.connected.is_broadcast:

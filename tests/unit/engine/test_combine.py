@@ -112,7 +112,7 @@ def test_the_packing_step_sends_a_partial_per_key_and_window_and_the_events_besi
         unpacked = unpack_events(blobs)
         events += len(unpacked)
         late_candidates += sum(t.num_rows for t in unpacked.combined)
-        for table in unpacked.partials:
+        for _, table in unpacked.partials:
             for key, w, acc in read_partials(table, ("k",)):
                 assert (key, w) not in totals  # one partial per key and window of a batch
                 totals[(key, w)] = acc
@@ -176,3 +176,51 @@ def test_combining_gives_the_rows_and_late_data_of_one_phase(seed):
             rows = [r for b in batches for r in h.process_batch(b)] + h.finish()
             results.append((sorted(map(repr, rows)), sorted(map(repr, h.side_outputs.get("late_data", [])))))
         assert results[0] == results[1]
+
+
+def test_a_batch_without_a_hot_key_travels_as_events():
+    job = windowed().aggregate(agg.count("n")).sink(NoopSink())
+    packer = Packer(job.key_columns, 4, "ts", combiner=combiner_for(job))
+    schema = pa.schema([("ts", pa.int64()), ("k", pa.string()), ("v", pa.int64())])
+    spread = pa.RecordBatch.from_pylist([{"ts": i, "k": f"k{i}", "v": 1} for i in range(80)], schema=schema)
+    hot = pa.RecordBatch.from_pylist([{"ts": i, "k": "hot" if i % 8 == 0 else f"k{i}", "v": 1} for i in range(80)],
+                                     schema=schema)
+    for batch, combined in ((spread, False), (hot, True)):
+        blobs = [(0, 0, b) for b in packer.pack(batch, 0, 0).column("blob").to_pylist()]
+        unpacked = [unpack_events([b]) for b in blobs]
+        assert any(u.partials for u in unpacked) == combined
+        assert sum(len(u) for u in unpacked) == (0 if combined else 80)
+
+
+def _last_values(job, parts: list[list[dict]]) -> dict:
+    """Each key's reduced row of the window [0, 1000) when ``parts`` are one batch's source
+    partitions, packed (and combined where that pays) and run through the operator."""
+    from sparkstate.engine.compile import keyed_function
+    from sparkstate.engine.operator import KeyedOperator
+
+    schema = pa.schema([("ts", pa.int64()), ("k", pa.string()), ("v", pa.int64())])
+    packer = Packer(job.key_columns, 1, "ts", combiner=combiner_for(job))
+    rows = []
+    for part, events in enumerate(parts):
+        packed = packer.pack(pa.RecordBatch.from_pylist(events, schema=schema), part, 0)
+        rows += [(part, 0, b) for b in packed.column("blob").to_pylist()]
+    op = KeyedOperator(keyed_function(job), ["k"], "ts")
+    op.open()
+    store: dict = {}
+    op.begin_batch(None, 0, lambda k: store.setdefault(k, {}))
+    op.run_batch(unpack_events(rows), [])
+    op.take_touched()
+    op.begin_batch(10_000, 0, lambda k: store.setdefault(k, {}))
+    return {r["k"]: r["v"] for r in op.run_batch(unpack_events([]), list(store.items()))}
+
+
+def test_blobs_of_partials_merge_where_they_arrived_among_the_events():
+    """One partition's batch combined, the other's not: an order-sensitive reduce (the last
+    value) sees the events in one phase's order, partition by partition."""
+    job = windowed().reduce(lambda a, b: b, output_schema=SCHEMA + ", window_start bigint, window_end bigint"
+                            ).sink(NoopSink())
+    spread = [{"ts": 10 + i, "k": "hot" if i == 0 else f"k{i}", "v": 100 + i} for i in range(10)]  # not combined
+    hot = [{"ts": 20 + i, "k": "hot", "v": i} for i in range(10)]  # combined
+    assert _last_values(job, [spread, hot])["hot"] == 9
+    assert _last_values(job, [hot, spread])["hot"] == 100
+    assert _last_values(job, [hot, spread])["k3"] == 103
