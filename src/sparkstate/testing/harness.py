@@ -212,8 +212,7 @@ class KeyedHarness:
         if dead:
             self.side_outputs.setdefault(DEAD_LETTERS.name, []).extend(dead)
         admitted, partials = given, None
-        if self.combiner is not None and self._read_time is not None and self.combiner.pays_for(
-                [self.operator._key_of(ev) for ev in given if isinstance(ev, dict)]):
+        if self.combiner is not None and self._read_time is not None and self._hot(given):
             given, partials, combined = self.combiner.combine_events(given, self.operator._key_of, self._read_time)
         evs = _columnar(given)
         if partials:
@@ -267,6 +266,16 @@ class KeyedHarness:
             rows = python_rows(arrow_table(rows, self.schema, self._arrow)) if rows else []
         self.output.extend(rows)
         return rows
+
+    def _hot(self, events: list[Event]) -> bool:
+        """Whether the combiner takes this batch (a hot key, as on Spark); never a batch with
+        an event the key cannot be read from, whose clear error is the operator's to raise."""
+        assert self.combiner is not None
+        try:
+            keys = [self.operator._key_of(ev) for ev in events]
+        except (KeyError, TypeError, IndexError):
+            return False
+        return self.combiner.pays_for(keys)
 
     def scope_changed_broadcast(self) -> bool:
         """Whether the last batch's broadcast elements changed the broadcast state."""

@@ -224,3 +224,11 @@ def test_blobs_of_partials_merge_where_they_arrived_among_the_events():
     assert _last_values(job, [spread, hot])["hot"] == 9
     assert _last_values(job, [hot, spread])["hot"] == 100
     assert _last_values(job, [hot, spread])["k3"] == 103
+
+
+def test_an_event_without_its_key_column_gets_the_operators_error_in_the_harness():
+    from sparkstate.errors import KeyColumnError
+
+    h = windowed().aggregate(agg.count("n")).sink(NoopSink()).harness()
+    with pytest.raises(KeyColumnError):
+        h.process_batch([{"ts": 1, "k": "a", "v": 1}, {"ts": 2, "v": 1}])
