@@ -142,6 +142,15 @@ QUERIES = {
            WHERE A.category = 10""",
 }
 
+#: q5 and q7 for ``--latency``: the same queries with each row's window end and the time the
+#: row was made (``CURRENT_ROW_TIMESTAMP()``, evaluated per row in the last projection)
+LATENCY_QUERIES = {
+    5: QUERIES[5].replace("SELECT C.auction, C.num",
+                          "SELECT CAST(C.window_end AS STRING) AS wend, CAST(CURRENT_ROW_TIMESTAMP() AS STRING) AS made"),
+    7: QUERIES[7].replace("SELECT B.auction, B.price, B.bidder, B.`dateTime`, B.extra",
+                          "SELECT CAST(W.window_end AS STRING) AS wend, CAST(CURRENT_ROW_TIMESTAMP() AS STRING) AS made"),
+}
+
 SETTINGS = {
     "parallelism.default": "2",
     "state.backend.type": "rocksdb",
@@ -156,15 +165,8 @@ SETTINGS = {
 
 def run(query: int, path: str) -> float:
     """Query ``query`` over the JSON lines in ``path``, to the end of the files; its wall seconds."""
-    from pyflink.common import Configuration
-    from pyflink.table import EnvironmentSettings, TableEnvironment
-
     with tempfile.TemporaryDirectory(prefix="sparkstate-bench-flink-") as checkpoints:
-        config = Configuration()
-        for key, value in {**SETTINGS, "execution.checkpointing.dir": "file://" + checkpoints}.items():
-            config.set_string(key, value)
-        t_env = TableEnvironment.create(EnvironmentSettings.new_instance().in_streaming_mode()
-                                        .with_configuration(config).build())
+        t_env = _environment(checkpoints)
         t_env.execute_sql(TABLE.format(path=path))
         for view in VIEWS:
             t_env.execute_sql(view)
@@ -177,17 +179,69 @@ def run(query: int, path: str) -> float:
         return time.monotonic() - started
 
 
+def _environment(checkpoints: str):
+    from pyflink.common import Configuration
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    config = Configuration()
+    for key, value in {**SETTINGS, "execution.checkpointing.dir": "file://" + checkpoints}.items():
+        config.set_string(key, value)
+    return TableEnvironment.create(EnvironmentSettings.new_instance().in_streaming_mode().with_configuration(config).build())
+
+
+def latency(query: int, path: str, out: str, seconds: float) -> None:
+    """Query ``query`` (5 or 7) over the folder ``path`` as it grows, for ``seconds``; then
+    ``out/results.json`` holds each committed row's window end and the time it was made (epoch
+    ms). Rows reach the CSV files at checkpoints (every 10 s): those after the last one before
+    the job is cancelled are not in them."""
+    from datetime import UTC, datetime
+
+    rows = os.path.join(out, "rows")
+    with tempfile.TemporaryDirectory(prefix="sparkstate-bench-flink-") as checkpoints:
+        t_env = _environment(checkpoints)
+        table = TABLE.format(path=path).replace("'format' = 'json',", "'format' = 'json', 'source.monitor-interval' = '1 s',")
+        t_env.execute_sql(table)
+        for view in VIEWS:
+            t_env.execute_sql(view)
+        t_env.execute_sql(f"CREATE TEMPORARY TABLE sink (wend STRING, made STRING) WITH ('connector' = 'filesystem', "
+                          f"'path' = 'file://{rows}', 'format' = 'csv')")
+        result = t_env.sql_query(LATENCY_QUERIES[query]).execute_insert("sink")
+        time.sleep(seconds)
+        result.get_job_client().cancel().result()
+
+    def ms(text: str) -> int:
+        stamp = datetime.strptime(text.strip().strip('"'), "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=UTC)
+        return int(stamp.timestamp() * 1000)
+
+    found = []
+    for name in os.listdir(rows) if os.path.isdir(rows) else ():
+        if name.startswith((".", "_")):
+            continue  # an in-progress file, never committed
+        with open(os.path.join(rows, name)) as f:
+            for line in f:
+                if line.strip():
+                    wend, made = line.rsplit(",", 1)
+                    found.append((ms(wend), ms(made)))
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(found, f)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("query", type=lambda q: int(q.removeprefix("q")), help="q0 ... q20")
     parser.add_argument("--dir", required=True, help="the JSON lines of `sparkstate nexmark generate`")
     parser.add_argument("--events", type=int, required=True, help="the events the files hold")
     parser.add_argument("--warmup-dir", help="a small directory to run the query over first, unmeasured")
+    parser.add_argument("--latency", metavar="OUT", help="q5 or q7 over --dir as it grows: results.json in OUT")
+    parser.add_argument("--seconds", type=float, default=90, help="with --latency: how long to run")
     args = parser.parse_args()
     if args.query not in QUERIES:
         raise SystemExit(f"no query q{args.query}; these: {', '.join(f'q{q}' for q in QUERIES)}")
     site = [p for p in sys.path if p.endswith("site-packages")]
     os.environ["PYTHONPATH"] = os.pathsep.join([*site, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    if args.latency:
+        latency(args.query, os.path.abspath(args.dir), os.path.abspath(args.latency), args.seconds)
+        return
     if args.warmup_dir:
         run(args.query, os.path.abspath(args.warmup_dir))
     seconds = run(args.query, os.path.abspath(args.dir))
