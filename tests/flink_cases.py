@@ -30,6 +30,8 @@ class WindowCase:
     spec: WindowSpec
     batches: list[list[tuple[str, int, float]]]
     out_of_orderness: int = 0
+    #: windows fire early, at the end of every batch (tumbling and sliding only)
+    early: bool = False
 
     def job(self, sink: Any = None, late: Any = None) -> Job:
         spec = self.spec
@@ -47,12 +49,14 @@ class WindowCase:
             job = job.allowed_lateness(spec.lateness)
         if late is not None:
             job = job.side_output_late_data(late)
+        if self.early:
+            job = job.early_fire()
         return job.aggregate(agg.count("n"), agg.sum("v", "total")).sink(sink if sink is not None else MemorySink())
 
     def expected(self) -> tuple[list[list[tuple]], list[tuple], bool]:
         """Flink's rows per batch (the last: the end of the input), late elements, and
         whether any state is left after the end."""
-        per_batch, late, model = run_windows(self.spec, self.batches, self.out_of_orderness)
+        per_batch, late, model = run_windows(self.spec, self.batches, self.out_of_orderness, self.early)
         return per_batch, late, model.state_left()
 
     def on_harness(self) -> tuple[list[list[tuple]], list[tuple], bool]:

@@ -123,6 +123,10 @@ class FlinkWindows:
     #: emitted rows ``(key, start, end, n, total)`` and late elements, in order
     rows: list[tuple] = field(default_factory=list)
     late: list[tuple[Any, int, float]] = field(default_factory=list)
+    #: early firing at the end of each batch (Flink SQL's early fire, the batch as its delay)
+    early: bool = False
+    #: early firing: the (key, window) pairs an on-time element changed in this batch, in order
+    changed: dict[tuple[Any, Window], None] = field(default_factory=dict)
 
     @property
     def watermark(self) -> int:
@@ -169,6 +173,8 @@ class FlinkWindows:
                 self._emit(key, w)  # the trigger fires at once: a late firing
             else:
                 self.queue.register(w[1] - 1, key, w)
+                if self.early:
+                    self.changed[(key, w)] = None
             self.queue.register(w[1] - 1 + self.spec.lateness, key, w)
         if not took and ts + self.spec.lateness <= self.watermark:
             self.late.append((key, ts, value))
@@ -204,16 +210,23 @@ class FlinkWindows:
             self.contents[(key, result)] = values
         return result
 
+    def fire_early(self) -> None:
+        """The end of a batch: each changed (key, window)'s contents so far, in window order."""
+        for key, w in sorted(self.changed, key=lambda kw: kw[1]):
+            self._emit(key, w)
+        self.changed.clear()
+
     def state_left(self) -> bool:
         return bool(self.contents or self.sessions)
 
 
 def run_windows(
-    spec: WindowSpec, batches: list[list[tuple[Any, int, float]]], out_of_orderness: int = 0,
+    spec: WindowSpec, batches: list[list[tuple[Any, int, float]]], out_of_orderness: int = 0, early: bool = False,
 ) -> tuple[list[list[tuple]], list[tuple], FlinkWindows]:
     """The rows each batch emits (the last list: the end of the input), the late elements,
-    and the model after the end. ``batches`` hold ``(key, ts, value)``."""
-    model = FlinkWindows(spec)
+    and the model after the end. ``batches`` hold ``(key, ts, value)``; ``early``: windows
+    also fire at the end of each batch for the keys it changed."""
+    model = FlinkWindows(spec, early=early)
     per_batch: list[list[tuple]] = []
     watermarks = batch_watermarks([[ts for _, ts, _ in b] for b in batches], out_of_orderness)
     for wm, batch in zip(watermarks, batches):
@@ -221,6 +234,7 @@ def run_windows(
         model.advance(wm)
         for key, ts, value in batch:
             model.element(key, ts, value)
+        model.fire_early()
         per_batch.append(model.rows[before:])
     before = len(model.rows)
     model.advance(MAX_WATERMARK)

@@ -193,6 +193,8 @@ class JobDescription:
     window_assigner: WindowAssigner | None = None
     lateness_ms: int = 0
     window_kind: WindowKind | None = None
+    #: emit each window's current result every micro-batch that changes it (:meth:`early_fire`)
+    early_firing: bool = False
     window_function: Any = None
     #: a ProcessWindowFunction that turns each aggregated window into rows (aggregate only)
     window_process: Any = None
@@ -427,6 +429,25 @@ class JobDescription:
         if self.window_assigner.time != TimeDomain.EVENT_TIME:
             raise JobDefinitionError("allowed_lateness applies to event-time windows only")
         return replace(self, lateness_ms=ms)
+
+    def early_fire(self) -> Self:
+        """Emit each window's current result at the end of every micro-batch that changes it,
+        besides its final row when the watermark passes its end: Flink SQL's early firing
+        (``table.exec.emit.early-fire.enabled``) with the micro-batch as its delay.
+
+        For windows long beside the micro-batch (a day), whose result would otherwise wait for
+        the window's end. A key's rows for one window are then an upsert stream: each is the
+        window's result so far, and the last is its final result. Within a batch the rows come
+        in window order, then in the order their keys changed. Tumbling and sliding windows only.
+        """
+        if self.window_assigner is None:
+            raise JobDefinitionError("early_fire() applies to windows: call .window(...) first")
+        if self.window_assigner.merging:
+            raise JobDefinitionError(
+                f"early_fire() applies to tumbling and sliding windows, not {self.window_assigner.describe()} "
+                "(a session's window changes as it merges)"
+            )
+        return replace(self, early_firing=True)
 
     def side_output_late_data(self, sink: Any) -> Self:
         """Send elements later than the allowed lateness to ``sink`` (by default they are

@@ -45,6 +45,7 @@ def keyed_function(job: JobDescription) -> KeyedProcessFunction:
         late,
         job.window_process if kind == WindowKind.AGGREGATE else None,
         job.output.names if job.output is not None else (),
+        early=job.early_firing,
     )
 
 

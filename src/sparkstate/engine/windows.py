@@ -92,6 +92,7 @@ class WindowOperator(BuiltinFunction):
         late_tag: OutputTag | None = None,
         window_process: ProcessWindowFunction | None = None,
         output_names: tuple[str, ...] = (),
+        early: bool = False,
     ) -> None:
         if kind not in tuple(WindowKind):
             raise JobDefinitionError(f"unknown window function kind {kind!r}; one of {[k.value for k in WindowKind]}")
@@ -104,9 +105,13 @@ class WindowOperator(BuiltinFunction):
         self.window_process = window_process
         #: the output schema's column order (built-in aggregates then emit tuples in it)
         self.output_names = tuple(output_names)
+        #: early firing (``JobDescription.early_fire``): non-merging windows only
+        self.early = early and not assigner.merging
 
     def open(self, ctx: RuntimeContext) -> None:
         ctx.get_map_state(MapStateDescriptor(WINDOWS_STATE, tuple, object))
+        #: early firing: window -> the keys changed in this batch (emitted at its end)
+        self._changed: dict[tuple[int, int], dict[Any, None]] = {}
         self._event_time = self.assigner.time == TimeDomain.EVENT_TIME
         self._domain = EVENT if self._event_time else PROC
         #: the session gap (sessions are the only merging windows)
@@ -216,6 +221,8 @@ class WindowOperator(BuiltinFunction):
             while partials and partials[0][0] == 0:
                 self._merge_partials(op, partials.pop(0)[1])
         if not len(events):
+            if self._changed:
+                out.extend(self._fire_early(op))
             return out
         next_at = partials[0][0] if partials else -1
         keys, times, values, event_at, add = self._inputs(op, events)
@@ -231,6 +238,10 @@ class WindowOperator(BuiltinFunction):
         # with no window computation
         lo = hi = 0
         cur: dict[Any, Any] = {}
+        #: early firing: the keys each window's on-time elements changed in this batch
+        early = self.early
+        changed = self._changed
+        cur_changed: dict[Any, None] = {}
         key: Any = None
         i = -1
         try:
@@ -246,6 +257,8 @@ class WindowOperator(BuiltinFunction):
                 if lo <= t < hi:
                     acc = cur.get(key)
                     cur[key] = add(v, create() if acc is None else acc)
+                    if early:
+                        cur_changed[key] = None
                     continue
                 placed = False
                 ws = bounds(t)
@@ -267,8 +280,12 @@ class WindowOperator(BuiltinFunction):
                     placed = True
                     acc = contents.get(key)
                     contents[key] = add(v, create() if acc is None else acc)
+                    if early:
+                        changed.setdefault(w, {})[key] = None
                     if len(ws) == 1:
                         lo, hi, cur = w[0] + solo_lo, w[0] + solo_hi, contents
+                        if early:
+                            cur_changed = changed[w]
                 if not placed and late_tag is not None and t + lateness <= watermark:
                     # Flink's late element: no window took it and its time is behind the
                     # watermark by the allowed lateness (a time between sliding windows with
@@ -280,6 +297,8 @@ class WindowOperator(BuiltinFunction):
             raise op._user_error("process_element", key, event_at(i) if i >= 0 else None, exc) from exc
         for _, rest in partials or ():  # blobs of partials after the last event
             self._merge_partials(op, rest)
+        if changed:
+            out.extend(self._fire_early(op))
         if scope.due:
             out.extend(self._fire_panes(op, ()))
         return out
@@ -306,10 +325,36 @@ class WindowOperator(BuiltinFunction):
                     live[w] = contents
                 acc = contents.get(key)
                 contents[key] = part if acc is None else merge(acc, part)
+                if self.early:
+                    self._changed.setdefault(w, {})[key] = None
         except SparkStateError:
             raise
         except Exception as exc:
             raise op._user_error("merge", key, "a combined window input", exc) from exc
+
+    def _fire_early(self, op: KeyedOperator) -> list[Any]:
+        """Early firing: each window's current result for every key its on-time elements (or
+        partials) changed in this batch, in window order, then in the order the keys changed.
+        The window still fires as usual when the watermark passes its end."""
+        changed, self._changed = self._changed, {}
+        scope = self._scope
+        out: list[Any] = []
+        key: Any = None
+        w: tuple[int, int] = (0, 0)
+        try:
+            for w in sorted(changed):
+                rec = op.touched.get(w)
+                contents = rec.get(WINDOWS_STATE) if rec is not None else None
+                if not contents:
+                    continue
+                for key in changed[w]:
+                    scope.key = key
+                    out.extend(self._emit(key, w, contents[key]))
+        except SparkStateError:
+            raise
+        except Exception as exc:
+            raise op._user_error("early firing", key, f"window {w}", exc) from exc
+        return out
 
     def _late_combined(self, op: KeyedOperator, given: list[Any]) -> None:
         """Send the combined events that are late to the late-data side output: those behind

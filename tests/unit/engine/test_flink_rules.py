@@ -131,6 +131,16 @@ def test_windows_match_the_flink_model(seed):
     check_against_model(random_window_case(seed))
 
 
+@pytest.mark.parametrize("seed", range(60))
+def test_early_firing_windows_match_the_flink_model(seed):
+    # tumbling and sliding shapes (early firing takes no sessions), every lateness, out of order
+    case = random_window_case(seed)
+    if case.spec.kind == "session":
+        case = random_window_case(seed + 9)
+    case.early = True
+    check_against_model(case)
+
+
 @pytest.mark.parametrize("seed", range(24))
 def test_windows_near_the_epoch_match_the_flink_model(seed):
     check_against_model(random_window_case(1000 + seed, near_epoch=True))

@@ -59,6 +59,8 @@ def native_blockers(job: Any) -> list[str]:
         out.append(f"its key {', '.join(k.name for k in job.computed_keys)} is computed by Python (native: key columns)")
     if job.lateness_ms:
         out.append("it allows lateness (Spark SQL cannot re-fire a window)")
+    if job.early_firing:
+        out.append("it fires early (Spark SQL emits a window once)")
     routed = [name for name, _ in job.side_sinks]
     if routed:
         out.append(f"it routes side outputs {routed} to sinks (Spark SQL drops late rows)")
@@ -164,7 +166,8 @@ def explain(job: Any) -> str:
         lines.append(f"  order:      {ORDER_RULE if not c.is_broadcast else BROADCAST_ORDER_RULE}")
     if job.window_assigner is not None:
         lines.append(f"  window:     {job.window_assigner.describe()}" + (
-            f", allowed lateness {job.lateness_ms} ms" if job.lateness_ms else ""))
+            f", allowed lateness {job.lateness_ms} ms" if job.lateness_ms else "") + (
+            ", early firing: each micro-batch emits the windows it changed" if job.early_firing else ""))
         if isinstance(job.window_function, BuiltinAggregates):
             what = ", ".join(f"{a.function}({a.column or '*'}) as {a.name}" for a in job.window_function.aggs)
         else:
