@@ -395,12 +395,16 @@ class Packer:
         hashes = None
         if self.combiner is not None and body.num_rows and times is not None:
             hashes = hash_keys([body.column(c) for c in self.key_columns])
-        if hashes is not None and self._hot(hashes):
-            assert self.combiner is not None and times is not None
-            known = times != np.iinfo(np.int64).min
-            timed = body if known.all() else body.filter(pa.array(known))
-            partials, latest, body, times = self.combiner.split(body, times, rows)
-            hashes = None
+        hot = self._hot(hashes) if hashes is not None else None
+        if hot is not None:
+            # the hot keys' events with an event time are combined; the rest travel as events
+            assert self.combiner is not None and times is not None and hashes is not None
+            take = hot & (times != np.iinfo(np.int64).min)
+            keep = ~take
+            timed = body.filter(pa.array(take))
+            partials, latest, _, _ = self.combiner.split(
+                timed, times[take], [r for r, t in zip(rows, take) if t] if rows is not None else None)
+            body, times, hashes = body.filter(pa.array(keep)), times[keep], hashes[keep]
             if partials is not None:
                 at = {ORDER_METADATA: order} if order is not None else {}
                 packed = pa.concat_batches([
@@ -417,12 +421,14 @@ class Packer:
             packed = row if packed is None else pa.concat_batches([packed, row])
         return packed
 
-    def _hot(self, hashes: np.ndarray) -> bool:
-        """Whether combining a batch whose keys hash to ``hashes`` pays
-        (:meth:`LocalCombiner.pays`: a key holds a large share of its events)."""
+    def _hot(self, hashes: np.ndarray) -> np.ndarray | None:
+        """Which of a batch's events, whose keys hash to ``hashes``, are of a key that is
+        combined (:meth:`LocalCombiner.hot`: a key with a large share of the events); None
+        when no key is."""
         assert self.combiner is not None
-        _, counts = np.unique(hashes, return_counts=True)
-        return self.combiner.pays(int(counts.max()), len(hashes))
+        _, inverse, counts = np.unique(hashes, return_inverse=True, return_counts=True)
+        keys = self.combiner.hot(counts, len(hashes))
+        return keys[inverse] if keys.any() else None
 
     def _pack_events(
         self, body: pa.RecordBatch, times: np.ndarray | None, part: int, seq: int, hashes: np.ndarray | None = None,

@@ -212,8 +212,10 @@ class KeyedHarness:
         if dead:
             self.side_outputs.setdefault(DEAD_LETTERS.name, []).extend(dead)
         admitted, partials = given, None
-        if self.combiner is not None and self._read_time is not None and self._hot(given):
-            given, partials, combined = self.combiner.combine_events(given, self.operator._key_of, self._read_time)
+        hot = self._hot(given) if self.combiner is not None and self._read_time is not None else None
+        if hot:
+            assert self.combiner is not None and self._read_time is not None
+            given, partials, combined = self.combiner.combine_events(given, self.operator._key_of, self._read_time, hot)
         evs = _columnar(given)
         if partials:
             if not isinstance(evs, EventColumns):
@@ -267,15 +269,15 @@ class KeyedHarness:
         self.output.extend(rows)
         return rows
 
-    def _hot(self, events: list[Event]) -> bool:
-        """Whether the combiner takes this batch (a hot key, as on Spark); never a batch with
-        an event the key cannot be read from, whose clear error is the operator's to raise."""
+    def _hot(self, events: list[Event]) -> set[Any]:
+        """The keys the combiner takes in this batch (hot keys, as on Spark); none in a batch
+        with an event the key cannot be read from, whose clear error is the operator's to raise."""
         assert self.combiner is not None
         try:
             keys = [self.operator._key_of(ev) for ev in events]
         except (KeyError, TypeError, IndexError):
-            return False
-        return self.combiner.pays_for(keys)
+            return set()
+        return self.combiner.hot_keys(keys)
 
     def scope_changed_broadcast(self) -> bool:
         """Whether the last batch's broadcast elements changed the broadcast state."""
