@@ -417,6 +417,11 @@ class JobDescription:
             raise JobDefinitionError(
                 f"{assigner.describe()} need event time: give .source(...) a WatermarkStrategy first"
             )
+        if self.early_firing and assigner.merging:
+            raise JobDefinitionError(
+                f"early_fire() applies to tumbling and sliding windows, not {assigner.describe()}: "
+                "declare the window before early_fire()"
+            )
         return replace(self, window_assigner=assigner)
 
     def allowed_lateness(self, lateness: Duration) -> Self:

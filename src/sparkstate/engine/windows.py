@@ -211,6 +211,7 @@ class WindowOperator(BuiltinFunction):
         module docs; only the layout differs from per-key windows.
         """
         scope = self._scope
+        self._changed = {}  # a key group's own; nothing is left of a batch that failed
         out = self._fire_panes(op, candidates)
         partials = getattr(events, "partials", None)
         if partials:
@@ -338,11 +339,15 @@ class WindowOperator(BuiltinFunction):
         The window still fires as usual when the watermark passes its end."""
         changed, self._changed = self._changed, {}
         scope = self._scope
+        # a processing-time window ending now fires below, with the same row: not twice
+        limit = scope.watermark if self._event_time else scope.processing_time
         out: list[Any] = []
         key: Any = None
         w: tuple[int, int] = (0, 0)
         try:
             for w in sorted(changed):
+                if w[1] - 1 <= limit:
+                    continue
                 rec = op.touched.get(w)
                 contents = rec.get(WINDOWS_STATE) if rec is not None else None
                 if not contents:

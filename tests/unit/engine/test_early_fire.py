@@ -35,6 +35,8 @@ def test_early_fire_needs_a_tumbling_or_sliding_window():
         keyed().early_fire()
     with pytest.raises(JobDefinitionError, match="not event-time session windows"):
         keyed().window(EventTimeSessionWindows.with_gap(timedelta(seconds=1))).early_fire()
+    with pytest.raises(JobDefinitionError, match="not event-time session windows"):  # windows replaced later
+        keyed().window(TumblingEventTimeWindows.of(1000)).early_fire().window(EventTimeSessionWindows.with_gap(10))
 
 
 def test_each_batch_emits_the_windows_it_changed_and_the_window_fires_at_its_end():
@@ -77,6 +79,8 @@ def test_processing_time_windows_fire_early_too():
     h = job.harness()
     assert rows(h.process_batch([{"ts": 0, "k": "a", "v": 4}], processing_time=1_000)) == [("a", 0, 10_000, 1, 4)]
     assert rows(h.advance_processing_time(12_000)) == [("a", 0, 10_000, 1, 4)]  # its end: the final row
+    # an element of a window that ends at this very batch's time: its final row, once
+    assert rows(h.process_batch([{"ts": 0, "k": "b", "v": 1}], processing_time=19_999)) == [("b", 10_000, 20_000, 1, 1)]
 
 
 def test_explain_says_it_fires_early_and_keeps_it_off_the_native_path():
