@@ -76,7 +76,10 @@ def test_default_side_outputs_keep_the_batches_the_checkpoint_retains(spark, che
     last = max(p["batchId"] for p in result.progress)
     with_rows = [p["batchId"] for p in result.progress if p.get("sideOutputs", {}).get("dead_letters")]
     assert len(with_rows) >= 3  # so that some fell out of the two retained batches
-    assert kept == [f"batch_id={b}" for b in with_rows if b > last - 2]
+    # a batch prunes the folders as it runs; the run may stop at the end of its input after one
+    # more batch (no data) ran but before it committed or reported progress: one fewer then
+    assert kept in ([f"batch_id={b}" for b in with_rows if b > last - 2], [f"batch_id={b}" for b in with_rows if b > last - 1])
+    assert kept
     import pyarrow.parquet as pq
 
     rows = pq.read_table(checkpoint / "side-outputs" / "dead_letters" / kept[-1]).to_pylist()
