@@ -71,7 +71,6 @@ PARTIAL_ACC = "__sparkstate_accumulator"
 #: that partials already hold (for late data only)
 PARTIALS_METADATA = {b"sparkstate": b"partials"}
 COMBINED_METADATA = {b"sparkstate": b"combined"}
-_NO_TIME = np.iinfo(np.int64).min
 
 
 def combine_blockers(job: Any) -> list[str]:
@@ -199,18 +198,11 @@ class LocalCombiner:
 
     def split(
         self, body: pa.RecordBatch, times: np.ndarray, rows: list[dict[str, Any]] | None = None,
-    ) -> tuple[pa.RecordBatch | None, np.ndarray, pa.RecordBatch, np.ndarray]:
-        """The packing step's half: ``body``'s events with an event time as partials (a batch
-        with the key columns, the window and the pickled accumulator, and each partial's latest
-        time), and the events without one, left as they are (a batch and their times).
-        ``rows``: the events as dicts, when the packing step has made them already."""
-        known = times != _NO_TIME
-        if not known.any():
-            return None, times[:0], body, times
-        rest = body.filter(pa.array(~known)) if not known.all() else body.slice(0, 0)
-        if not known.all():
-            body, times = body.filter(pa.array(known)), times[known]
-            rows = [r for r, k in zip(rows, known) if k] if rows is not None else None
+    ) -> tuple[pa.RecordBatch, np.ndarray]:
+        """The packing step's half: ``body``'s events (the hot keys' events with an event time,
+        ``times``) as partials, a batch with the key columns, the window and the pickled
+        accumulator, and each partial's latest time. ``rows``: the events as dicts, when the
+        packing step has made them already."""
         create, add = self._steps()
         fn = self.function
         values: Sequence[Any]
@@ -233,7 +225,7 @@ class LocalCombiner:
             names=[*cols, PARTIAL_START, PARTIAL_END, PARTIAL_ACC],
         )
         latest = np.fromiter((g[1] for _, _, g in groups), dtype=np.int64, count=len(groups))
-        return partials, latest, rest, np.full(rest.num_rows, _NO_TIME, dtype=np.int64)
+        return partials, latest
 
     def combine_events(
         self, events: list[Any], key_of: Callable[[Any], Any], time_of: Callable[[Any], Any], hot: set[Any],

@@ -402,15 +402,15 @@ class Packer:
             take = hot & (times != np.iinfo(np.int64).min)
             keep = ~take
             timed = body.filter(pa.array(take))
-            partials, latest, _, _ = self.combiner.split(
-                timed, times[take], [r for r, t in zip(rows, take) if t] if rows is not None else None)
-            body, times, hashes = body.filter(pa.array(keep)), times[keep], hashes[keep]
-            if partials is not None:
+            if take.any():
+                partials, latest = self.combiner.split(
+                    timed, times[take], [r for r, t in zip(rows, take) if t] if rows is not None else None)
                 at = {ORDER_METADATA: order} if order is not None else {}
                 packed = pa.concat_batches([
                     self._pack_events(partials.replace_schema_metadata({**PARTIALS_METADATA, **at}), latest, part, seq),
                     self._pack_events(timed.replace_schema_metadata({**COMBINED_METADATA, **at}), None, part, seq),
                 ])
+            body, times, hashes = body.filter(pa.array(keep)), times[keep], hashes[keep]
         if order is not None and body.num_rows:
             body = body.replace_schema_metadata({ORDER_METADATA: order})
         if body.num_rows:
