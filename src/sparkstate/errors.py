@@ -19,6 +19,7 @@ built-in they refine (in brackets), so ``except ValueError`` keeps working::
     │   └── CheckpointStorageError             the checkpoint directory cannot be written
     ├── SinkError                              a sink cannot take the output
     ├── SourceError                            a source cannot deliver
+    ├── MissingDependencyError (ImportError)   an optional part used without its extra installed
     └── SavepointError                         a savepoint that cannot be written, read or restored
         └── StateMigrationError                a savepoint's state does not fit the job's descriptors
 
@@ -93,6 +94,11 @@ class CheckpointStorageError(JobFailedError):
     directory, the problem and the fix. Batches committed before it are kept, and the next
     run after the fix resumes from the last of them.
     """
+
+
+class MissingDependencyError(SparkStateError, ImportError):
+    """A feature needs a package of one of sparkstate's extras that is not installed (the
+    Kafka connector, the PostgreSQL sink, the report's charts); the message names the extra."""
 
 
 class SinkError(SparkStateError):

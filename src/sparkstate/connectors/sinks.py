@@ -239,6 +239,9 @@ class PostgresSink(DatabaseSink):
 
         if not isinstance(self.url, str) or not self.url.strip():
             raise JobDefinitionError(f"PostgresSink needs a URL such as postgresql://user@localhost:5432/db, got {self.url!r}")
+        from sparkstate.extras import require
+
+        require("postgres", "PostgresSink")
         import psycopg.conninfo
 
         try:

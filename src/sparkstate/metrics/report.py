@@ -65,6 +65,9 @@ def values(points: list[dict[str, Any]]) -> dict[str, Any]:
 
 def write_report(checkpoint: CheckpointDir, out: Path, job_name: str) -> Report:
     """Write ``out/report.html`` and ``out/<chart>.png`` for the checkpoint's retained batches."""
+    from sparkstate.extras import require
+
+    require("report", "sparkstate report")
     notes: list[str] = []
     points = [point(asdict(r)) for r in retained_checkpoints(checkpoint, notes)]
     try:

@@ -42,6 +42,7 @@ from sparkstate.api.time import epoch_millis
 from sparkstate.connectors.credentials import mask, query_parameters
 from sparkstate.connectors.sources import TextLines
 from sparkstate.errors import JobDefinitionError
+from sparkstate.extras import require
 
 #: the columns a record gives beside its value, with the DDL types each may have
 METADATA_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -174,6 +175,7 @@ class KafkaSource(TextLines):
     guarantee_why: ClassVar[str] = "replayable (per-partition Kafka offsets in the checkpoint)"
 
     def __post_init__(self) -> None:
+        require("kafka", "KafkaSource")
         topics = self.topic.split(",") if isinstance(self.topic, str) else list(self.topic or ())
         topics = [t.strip() for t in topics if isinstance(t, str) and t.strip()]
         if not topics or len(set(topics)) != len(topics):
