@@ -1,4 +1,4 @@
-"""How two-input jobs map onto Spark: the figures behind docs/design.md, "Two inputs on Spark".
+"""How two-input jobs map onto Spark: the figures behind docs/design/two-inputs.md.
 
     python benchmarks/two_inputs.py           # about 5 minutes on 2 quiet cores
     python benchmarks/two_inputs.py --quick   # a smaller smoke run

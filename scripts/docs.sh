@@ -2,7 +2,8 @@
 # The documentation site (MkDocs, Material theme; its tools are pinned in requirements-docs.txt,
 # installed by scripts/setup.sh). `scripts/docs.sh build` builds it strictly into ./site (any
 # warning fails: a broken link, a docstring mkdocstrings cannot read); `scripts/docs.sh serve`
-# serves it on http://127.0.0.1:8000 and rebuilds on every change. Extra arguments go to mkdocs.
+# serves it on http://127.0.0.1:8000 and rebuilds on every change; `scripts/docs.sh screenshots`
+# builds it and takes docs/assets/'s screenshots in headless Chromium. Extra arguments go to mkdocs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/mkdocs ] || bash scripts/setup.sh
@@ -13,5 +14,9 @@ shift || true
 case "$command" in
   build) exec .venv/bin/mkdocs build --strict "$@" ;;
   serve) exec .venv/bin/mkdocs serve --strict "$@" ;;
-  *) echo "usage: scripts/docs.sh build|serve [mkdocs options]" >&2; exit 2 ;;
+  screenshots)
+    .venv/bin/mkdocs build --strict --quiet "$@"
+    bash scripts/chromium.sh install
+    exec .venv/bin/python scripts/docs_screenshots.py ;;
+  *) echo "usage: scripts/docs.sh build|serve|screenshots [mkdocs options]" >&2; exit 2 ;;
 esac

@@ -24,6 +24,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from sparkstate import __version__
 from sparkstate.api.checkpointing import DEFAULT_INTERVAL, DEFAULT_RETAINED
 from sparkstate.errors import SparkStateError
 from sparkstate.runtime.run.terminal import labelled, text
@@ -33,7 +34,8 @@ errors = Console(stderr=True, highlight=False)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="sparkstate")
+# the version from its one place (an editable install's metadata can lag behind it)
+@click.version_option(__version__, package_name="sparkstate")
 def main() -> None:
     """Flink-style keyed state, timers and checkpoints on PySpark."""
 
@@ -538,6 +540,10 @@ def _produce(url: str, events: int, rate: float | None, merchants: int, seed: in
     import time
 
     import pyarrow as pa
+
+    from sparkstate.extras import require
+
+    require("kafka", "sparkstate produce")
     from confluent_kafka import KafkaException, Producer
     from confluent_kafka.admin import AdminClient
 
@@ -853,7 +859,8 @@ def savepoint_command(job_name: str, stop: bool, batch: int | None, checkpoint_d
     if pickled:
         errors.print(labelled("note:", "yellow", f"{', '.join(pickled)} hold values with no safe encoding (types other "
                               "than numbers, strings, bytes, dates, dataclasses, named tuples and containers of them), "
-                              "so they are pickled: a restore needs --trust-savepoint (docs/savepoints.md)"), soft_wrap=True)
+                              "so they are pickled: a restore needs --trust-savepoint (docs/guides/savepoints.md)"),
+                 soft_wrap=True)
 
 
 def _job_checkpoint(job_arg: str) -> tuple[str, str]:

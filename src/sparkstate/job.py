@@ -132,7 +132,7 @@ class Job(JobDescription):
         ``sc://HOST:PORT`` (Spark's ``SPARK_REMOTE`` variable does the same, as does passing a
         Connect session as ``spark``): the server runs the query, and sparkstate must be
         installed in its Python too; the checkpoint must be a path this process and the server
-        both see (docs/connect.md).
+        both see (docs/guides/connect.md).
         """
         if metrics_port is None:
             spark = self._cluster_session(spark, master, remote, spark_ui, log_file)

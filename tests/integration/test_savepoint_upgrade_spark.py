@@ -1,4 +1,4 @@
-"""Restoring a savepoint into an upgraded job on Spark (docs/savepoint-evolution.md): a state
+"""Restoring a savepoint into an upgraded job on Spark (docs/guides/savepoint-evolution.md): a state
 added, an int state become float and a dataclass state gaining a defaulted field, migrated on
 the executors; and a refusal that leaves the new checkpoint without anything written."""
 

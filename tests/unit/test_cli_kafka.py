@@ -142,13 +142,13 @@ def test_run_on_a_kafka_source_refuses_generator_options_and_bad_urls_before_spa
     assert bad.exit_code == 1 and "unknown option(s) max_record" in squashed(bad.output) and SECRET not in bad.output
 
 
-def test_the_readmes_reader_sees_committed_transactions_only(kafka_broker):
-    """README.md's ``read_committed`` (section Kafka) as a reader runs it, on a topic holding a
-    committed and an aborted transaction and records written without one; a read_uncommitted
-    reader sees the aborted records too, as the README says."""
-    from readme_examples import python_blocks, run_blocks
+def test_the_kafka_guides_reader_sees_committed_transactions_only(kafka_broker):
+    """The Kafka guide's ``read_committed`` as a reader runs it, on a topic holding a committed
+    and an aborted transaction and records written without one; a read_uncommitted reader sees
+    the aborted records too, as the guide says."""
+    from docs_examples import DOCS, python_blocks, run_blocks
 
-    blocks = [b for b in python_blocks() if b.section == "Kafka" and "def read_committed" in b.code]
+    blocks = [b for b in python_blocks(DOCS / "guides" / "kafka.md") if "def read_committed" in b.code]
     assert len(blocks) == 1
     namespace = run_blocks(blocks)
     topic = kafka_broker.new_topic("readme", 2)
@@ -157,5 +157,5 @@ def test_the_readmes_reader_sees_committed_transactions_only(kafka_broker):
     kafka_broker.produce(topic, [{"n": 9}])
     values = namespace["read_committed"](kafka_broker.servers, topic, idle_s=1.0)
     assert sorted(v["n"] for v in values) == [0, 1, 2, 3, 4, 9]
-    # what the README says read_uncommitted readers see: the aborted records too
+    # what the guide says read_uncommitted readers see: the aborted records too
     assert sorted(r["value"]["n"] for r in kafka_broker.read(topic, committed=False)) == [-3, -2, -1, 0, 1, 2, 3, 4, 9]

@@ -8,7 +8,7 @@ dependency) and resolves ``from x import y`` to module ``x.y`` when that is a mo
 (never run, so they load nothing); the cycle check counts them: a type-only import still ties
 the two modules together (mypy reads them as one, and neither can move without the other),
 and hiding one edge of a cycle behind ``TYPE_CHECKING`` is how a cycle is usually kept from
-failing at import time. See docs/design.md, "Layers".
+failing at import time. See docs/design/layers.md.
 """
 
 from __future__ import annotations
@@ -93,17 +93,19 @@ def layer(module: str) -> str:
     return parts[1] if len(parts) > 1 else "sparkstate"
 
 
-#: the other floors each floor may import, and why (docs/design.md, "Layers")
+#: the other floors each floor may import, and why (docs/design/layers.md)
 MAY_IMPORT = {
     # what users write and declare: the same classes in the harness and on Spark
     "errors": set(),
     # the test fault points the crash tests kill a run at (tests/e2e/crash.py); off in a real run
     "fault_points": set(),
+    # the optional packages (pyproject's extras) and the error naming the one to install
+    "extras": {"errors"},
     "api": {"errors"},
     # engine-neutral execution, shared by the harness and Spark
     "engine": {"api", "errors"},
     # source and sink specs: plain dataclasses (and the database protocol)
-    "connectors": {"api", "errors", "fault_points"},
+    "connectors": {"api", "errors", "extras", "fault_points"},
     # savepoints: the portable format, written and read without Spark (taking and restoring
     # one is runtime's)
     "savepoint": {"api", "engine", "errors"},
@@ -113,13 +115,13 @@ MAY_IMPORT = {
     # the adapter onto Spark: runs the engine on the specs
     "runtime": {"api", "engine", "connectors", "errors", "fault_points", "savepoint"},
     # reporting: reads what runtime hands it
-    "metrics": {"api", "engine", "connectors", "errors", "runtime", "savepoint"},
+    "metrics": {"api", "engine", "connectors", "errors", "extras", "runtime", "savepoint"},
     # Job = description + run() (runtime, and the metrics endpoint it serves) + harness()
     # (testing); a bare streaming DataFrame given to .source() becomes a connectors DataFrameSource
     "job": {"api", "engine", "connectors", "errors", "runtime", "metrics", "savepoint", "testing"},
     # the seed jobs: descriptions built with the public classes
     "jobs": {"api", "connectors", "errors", "job"},
-    "cli": {"api", "engine", "connectors", "errors", "runtime", "savepoint", "testing", "metrics", "job", "jobs",
+    "cli": {"api", "engine", "connectors", "errors", "extras", "runtime", "savepoint", "testing", "metrics", "job", "jobs",
             "sparkstate"},
     # the public names; importing sparkstate must not start (or import) Spark (the savepoint
     # reader and writer are plain Python)

@@ -145,7 +145,7 @@ class ProcessJoinFunction:
     ``process_element(left, right, ctx)`` yields rows; ``ctx.left_timestamp()``,
     ``ctx.right_timestamp()``, ``ctx.timestamp()`` (the pair's: the larger of the two),
     ``ctx.get_current_key()`` and ``ctx.output(tag, value)`` (a side output). The rules (bounds,
-    late elements, when state is cleaned) are in ``sparkstate.engine.joins`` and docs/joins.md.
+    late elements, when state is cleaned) are in ``sparkstate.engine.joins`` and docs/guides/joins.md.
     """
 
     def open(self, ctx: Any) -> None:

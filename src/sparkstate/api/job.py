@@ -41,7 +41,7 @@ class WindowPath(StrEnum):
 #: ``with_settings`` names that are fields of the checkpoint configuration
 _CHECKPOINT_ALIASES = {"state_backend": "state_backend", "trigger_interval": "interval"}
 
-#: Flink's default maximum parallelism; also what measured best here (docs/design.md).
+#: Flink's default maximum parallelism; also what measured best here (docs/design/performance.md, "Choices measured").
 DEFAULT_KEY_GROUPS = 128
 DEFAULT_BUCKET_SIZE = 128
 #: How far an event's time may run ahead of processing time by default: one hour, the bound

@@ -13,7 +13,7 @@ Stored representation in the key's record (``rec[name]``), fixed by the design:
 
 An empty List or Map is removed from the record, as for state without a TTL.
 
-The rules (Flink's ``AbstractTtlDecorator`` and the ``Ttl*State`` classes; docs/ttl.md):
+The rules (Flink's ``AbstractTtlDecorator`` and the ``Ttl*State`` classes; docs/guides/ttl.md):
 
 * an entry has expired once ``last_access + ttl <= now`` (:func:`~sparkstate.api.ttl.is_expired`);
 * a read that meets an expired entry removes it from the state, whatever the visibility, and

@@ -120,7 +120,7 @@ class WatermarkStrategy:
 
     With two inputs the job's watermark is the smaller of theirs, and an input that has seen
     no event holds it at ``MIN_WATERMARK`` (as in Flink). :meth:`with_idleness` lets an input
-    that has had no event for a while stop holding it back (see docs/joins.md).
+    that has had no event for a while stop holding it back (see docs/guides/joins.md).
 
     Example::
 
@@ -175,7 +175,7 @@ class WatermarkStrategy:
 
         The harness honours it; a Spark run of two inputs with a watermark each refuses it
         (Spark computes the job's watermark itself, over every input); with one input it
-        changes nothing (docs/joins.md, "Idle inputs").
+        changes nothing (docs/guides/joins.md, "Idle inputs").
         """
         ms = to_millis(timeout, "idleness timeout")
         if ms <= 0:

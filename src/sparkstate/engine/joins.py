@@ -4,7 +4,7 @@
 ``l`` of the first input (left) with every element ``r`` of the second (right) of the same
 key whose event time is within the bounds: ``l.ts + lower <= r.ts <= l.ts + upper`` (Flink's
 ``IntervalJoinOperator``; ``lower_bound_exclusive()`` / ``upper_bound_exclusive()`` make a
-bound strict, which is the same as moving it 1 ms inwards). The rules, which docs/joins.md
+bound strict, which is the same as moving it 1 ms inwards). The rules, which docs/guides/joins.md
 states for users:
 
 * An element is **late** when its time is before the watermark of its micro-batch

@@ -7,7 +7,8 @@ group keeps its records in *buckets* (one state-store entry each, a pickled
 ``{user key: record}``), addressed by linear hashing so that a bucket never holds more than
 about ``bucket_size`` keys. A batch reads and writes only the buckets of the keys it touches,
 so its cost grows with the touched keys, never with the total state; a dense batch touching
-every key costs one round trip per ``bucket_size`` keys. (Measurements: ``docs/design.md``.)
+every key costs one round trip per ``bucket_size`` keys. (Measurements:
+``docs/design/state-layout.md`` and ``docs/design/performance.md``.)
 
 Per key group a small *meta* entry holds the bucket count, the key count, and for each bucket
 its earliest event-time and processing-time timer, which is the timer index: a batch loads

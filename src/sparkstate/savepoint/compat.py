@@ -1,5 +1,5 @@
 """Whether a savepoint's state fits a job, and how its records become the job's: Flink's
-rules for restoring after an upgrade (docs/savepoint-evolution.md).
+rules for restoring after an upgrade (docs/guides/savepoint-evolution.md).
 
 * the job's name is the identity of its state (Flink matches operator state by uid): a
   savepoint of another job is refused; the function's code may change, its class name too;

@@ -3,7 +3,7 @@ at one committed micro-batch, in files that do not depend on Spark's state store
 
 A savepoint is a directory::
 
-    _savepoint.json          what the savepoint holds (see docs/savepoints.md): the job, its
+    _savepoint.json          what the savepoint holds (see docs/guides/savepoints.md): the job, its
                              state descriptors, key columns and key groups, the batch, the
                              watermark, the source offsets, versions, and a SHA-256 per file
     state/kg-00042.parquet   one file per key group that holds state: one row per record

@@ -5,7 +5,7 @@ A checkpoint and a savepoint record, per state, a JSON description of its value 
 (:func:`type_info`: the class, and for a dataclass or TypedDict its fields, recursively; for
 ``Optional``/unions their members; for ``list[int]``-style aliases their arguments). On
 restore, each saved description is compared with the type the job now declares. The rules
-follow Flink's POJO and Avro schema evolution, in Python terms (docs/savepoint-evolution.md):
+follow Flink's POJO and Avro schema evolution, in Python terms (docs/guides/savepoint-evolution.md):
 
 * the same type: the values are taken as they are;
 * ``int`` to ``float``: migrated (``float(v)``), also inside containers and fields;

@@ -266,7 +266,7 @@ def untrusted(where: str, what: str) -> str:
         "sparkstate reads it only from a savepoint you trust: if you or your team wrote it, pass --trust-savepoint "
         "(trust_savepoint=True, read_savepoint(..., trusted=True)). Values get a safe encoding when their types "
         "are numbers, strings, bytes, dates and times, dataclasses or named tuples of those, and lists, tuples, "
-        "sets and dicts of them (docs/savepoints.md); a savepoint of format 1 pickled every key"
+        "sets and dicts of them (docs/guides/savepoints.md); a savepoint of format 1 pickled every key"
     )
 
 

@@ -76,7 +76,7 @@ class KeyedHarness:
     Each ``process_batch`` call is one micro-batch. The watermark of a batch is derived, as in
     Spark, from the largest timestamp of the batches before it (unless given); with two inputs,
     Flink's rule (the smaller of theirs, an input without events holding it at MIN unless idle:
-    docs/joins.md, "Idle inputs"). Processing time stays where the test last set it.
+    docs/guides/joins.md, "Idle inputs"). Processing time stays where the test last set it.
 
     Events no key's state may take go to the ``dead_letters`` side output before the function
     sees them, as on Spark: a null key, an event time outside the range Spark holds (1677 to

@@ -1,18 +1,18 @@
-"""docs/savepoints.md's Python examples run as written, in order, without Spark (``Job.run``
+"""docs/guides/savepoints.md's Python examples run as written, in order, without Spark (``Job.run``
 is under ``if __name__ == "__main__":``, which they do not run)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from readme_examples import python_blocks, run_blocks
+from docs_examples import python_blocks, run_blocks
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "savepoints.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "guides" / "savepoints.md"
 
 
 def test_savepoint_docs_examples_run(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    blocks = python_blocks(DOC.read_text())
+    blocks = python_blocks(DOC)
     assert len(blocks) >= 2
     run_blocks(blocks)
     out = capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""Reading a savepoint runs no code from it (docs/savepoints.md, "Trust"): declared types are
+"""Reading a savepoint runs no code from it (docs/guides/savepoints.md, "Trust"): declared types are
 stored without pickle, pickled values are read only from a trusted savepoint, every path stays
 inside the savepoint, and two writers of one target do not corrupt each other. A crafted
 savepoint's checksums are recomputed, as its writer would: they prove nothing about intent."""

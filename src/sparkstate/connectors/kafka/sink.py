@@ -11,6 +11,7 @@ from typing import Any, Self
 
 from sparkstate.connectors.credentials import mask
 from sparkstate.errors import JobDefinitionError
+from sparkstate.extras import require
 
 EXACTLY_ONCE = "exactly-once"
 AT_LEAST_ONCE = "at-least-once"
@@ -56,7 +57,7 @@ class KafkaSink:
     unless ``create_topics=True`` (created with ``partitions`` partitions). ``options`` are
     librdkafka's settings (security, tuning), never printed; ``transaction.timeout.ms`` among
     them is how long a part's batch may take before the broker aborts its transaction
-    (default 15 minutes, Kafka's largest by default: see ``docs/kafka.md``).
+    (default 15 minutes, Kafka's largest by default: see ``docs/guides/kafka.md``).
 
     The marker topic is created compacted (it keeps each part's last marker for as long as
     the topic lives) with ``marker_replication`` replicas (default: the broker's default, and
@@ -85,6 +86,7 @@ class KafkaSink:
     marker_replication: int | None = None
 
     def __post_init__(self) -> None:
+        require("kafka", "KafkaSink")
         if not isinstance(self.bootstrap_servers, str) or not self.bootstrap_servers.strip():
             raise JobDefinitionError("KafkaSink needs bootstrap_servers, e.g. 'localhost:9092'")
         _check_topic(self.topic, "topic")

@@ -308,7 +308,7 @@ def _write_savepoint(checkpoint: CheckpointDir, source: CheckpointDir, job_meta:
     try:
         if connected and connected.get("kind") == "broadcast":
             content = broadcast_content(spark, source, backend, batch, checkpoint)
-            if content is not None:  # the checkpoint's own file (the job's trust: docs/savepoints.md)
+            if content is not None:  # the checkpoint's own file (the job's trust: docs/guides/savepoints.md)
                 writer.add_broadcast(pickle.loads(content), connected.get("broadcast") or {})
         with_meta = rocksdb_meta_groups(spark, source, batch) if backend == "rocksdb" else None
         expire = snapshot_cleanup(job_meta, meta["processing_time_ms"], meta["watermark_ms"])

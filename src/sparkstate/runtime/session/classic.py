@@ -44,7 +44,7 @@ _QUIET_LOGGERS = {
 
 #: The JVM talks to its Python workers, and a transformWithState worker to its state server,
 #: over Unix domain sockets instead of loopback TCP: each state call is a round trip, and a
-#: micro-batch of 100 events took about 90 ms less (docs/design.md, "The floor")
+#: micro-batch of 100 events took about 90 ms less (docs/design/performance.md, "The floor")
 _PYTHON_SOCKETS = {"spark.python.unix.domain.socket.enabled": "true"}
 
 

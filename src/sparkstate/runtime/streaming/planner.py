@@ -12,7 +12,7 @@ watermark (the generators, whose disorder is bounded by the watermark's; a list 
 checked event by event).
 
 ``window_path="auto"`` (the default) runs the Python path: it is the faster of the two
-(``benchmarks/windows.py``, docs/design.md: 17.7 s against 33.1 s for 2,000,000 events, the
+(``benchmarks/windows.py``, docs/design/windows.md: 17.7 s against 33.1 s for 2,000,000 events, the
 native path being bound by reading unpacked rows into the JVM) and the only one whose state
 has key groups, so the only one that takes and restores savepoints. The native path runs
 when ``window_path="native"`` asks for it (and refuses a job it cannot run).

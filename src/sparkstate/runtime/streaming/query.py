@@ -82,7 +82,7 @@ def check_idleness(job: Job) -> None:
             "Spark run cannot honour: Spark takes the job's watermark as the smallest of its two inputs' and cannot "
             "leave an idle one out (the harness can). Drop with_idleness, or keep the quiet input's watermark moving "
             "(send it events, or give it no watermark strategy so that the first input's alone counts); "
-            "see docs/joins.md, 'Idle inputs'"
+            "see docs/guides/joins.md, 'Idle inputs'"
         )
 
 

@@ -1,21 +1,20 @@
-"""README.md's database-sink example runs on Spark as written: the running-sum job of "A job"
-into SQLite and into PostgreSQL (the test server's URL in place of the README's)."""
+"""The database-sink guide's example runs on Spark as written: the running-sum job into SQLite
+and into PostgreSQL (the test server's URL in place of the page's)."""
 
 from __future__ import annotations
 
 import sqlite3
 
 import psycopg
-from readme_examples import python_blocks, run_blocks
+from docs_examples import DOCS, python_blocks, run_blocks
 
-README_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+PAGE = DOCS / "guides" / "sinks.md"
+PAGE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
-def test_readme_database_sinks_example(spark, postgres_db, tmp_path, monkeypatch):
+def test_the_database_sinks_guide_runs_on_spark(spark, postgres_db, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the examples name relative output and checkpoint paths
-    blocks = python_blocks()
-    last = max(i for i, b in enumerate(blocks) if b.section == "Database sinks")
-    namespace = run_blocks(blocks[: last + 1], substitute={README_URL: postgres_db})
+    namespace = run_blocks(python_blocks(PAGE), substitute={PAGE_URL: postgres_db})
 
     events = namespace["job"].source_spec.events
     with sqlite3.connect(tmp_path / "out" / "running-sum.db") as conn:
