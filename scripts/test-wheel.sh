@@ -41,8 +41,10 @@ PY
 "$sparkstate" --version
 "$sparkstate" jobs >/dev/null
 echo "running a seed job and a pipeline file from $(pwd)..."
-"$sparkstate" run running-sum --events 20000 --quiet
-"$sparkstate" run pipeline.py --checkpoint pipeline-checkpoint --quiet
+# their progress goes to a log, shown when a run fails
+quietly() { "$@" > "$work/run.log" 2>&1 || { tail -n 60 "$work/run.log"; exit 1; }; }
+quietly "$sparkstate" run running-sum --events 20000 --quiet
+quietly "$sparkstate" run pipeline.py --checkpoint pipeline-checkpoint --quiet
 "$work/venv/bin/python" - <<'PY'
 import pyarrow.parquet as pq
 
@@ -51,6 +53,6 @@ for folder, events in ((".sparkstate/running-sum/output", 20_000), ("out/running
     assert rows == events, f"{folder}: {rows} rows, expected one per event ({events})"
     print(f"  {folder}: {rows:,} rows")
 PY
-"$sparkstate" report running-sum --out report >/dev/null
+quietly "$sparkstate" report running-sum --out report
 test -s report/report.html
 echo "the wheel installs and runs outside the checkout"
