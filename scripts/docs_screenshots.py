@@ -26,11 +26,16 @@ FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "-
          "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
 
 
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # one line per request otherwise
+        pass
+
+
 def main() -> int:
     if not (SITE / "index.html").is_file():
         print("no built site: run scripts/docs.sh build first", file=sys.stderr)
         return 1
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(SITE))
+    handler = functools.partial(_Quiet, directory=str(SITE))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     ASSETS.mkdir(parents=True, exist_ok=True)

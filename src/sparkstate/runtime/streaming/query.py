@@ -13,6 +13,7 @@ none of them, so a restart replays it whole. The job's
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -38,7 +39,10 @@ def output_arrow(job: Job) -> Any:
     except PySparkException as exc:
         raise JobDefinitionError(f"job {job.name!r}: cannot read output schema ({job.output.ddl}): {exc}") from None
     # pyspark types fromDDL as any DataType; a schema's DDL always gives a StructType
-    return to_arrow_schema(struct, timezone="UTC")  # type: ignore[arg-type]
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:  # PySpark 4.2+
+        return to_arrow_schema(struct, timezone="UTC")  # type: ignore[arg-type]
+    # before 4.2: timestamp_utc=True (its default) gives the same UTC timestamps
+    return to_arrow_schema(struct)  # type: ignore[arg-type]
 
 
 def watermark_delay_ms(job: Job) -> int:
