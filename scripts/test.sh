@@ -16,7 +16,14 @@ bash scripts/setup.sh
 bash scripts/postgres.sh install
 bash scripts/chromium.sh install
 status=0
-.venv/bin/python -m pytest tests -q --durations=15 "$@" || status=$?
+if [ "$#" -eq 0 ]; then
+  # the Spark tests in one process (one SparkSession, the servers once), then the rest, which
+  # need no Spark, on both cores (pytest-xdist)
+  .venv/bin/python -m pytest tests -q --durations=15 -m spark || status=$?
+  .venv/bin/python -m pytest tests -q --durations=5 -m "not spark" -n 2 || status=$?
+else
+  .venv/bin/python -m pytest tests -q --durations=15 "$@" || status=$?
+fi
 # exit code 5: the arguments selected no Connect test (-m "not spark")
 .venv/bin/python -m pytest tests/connect -q --durations=10 "$@" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }
 exit "$status"

@@ -111,8 +111,10 @@ def test_state_of_a_missing_or_foreign_path_is_refused(tmp_path):
     assert plain.exit_code == 1 and "is not a savepoint" in plain.output
 
 
-def test_savepoints_shows_a_taken_savepoints_batch_offset_and_watermark(tmp_path):
+def test_savepoints_shows_a_taken_savepoints_batch_offset_and_watermark(tmp_path, monkeypatch):
     from sparkstate.savepoint.files import LocalDirectory, SavepointWriter
+
+    monkeypatch.chdir(tmp_path)  # a short location: the table's width does not depend on pytest's temporary path
 
     meta = {"job": "running-sum", "key_columns": ["merchant_id"], "key_groups": 8, "state": {"total": "ValueState[float]"},
             "batch": 4, "watermark_ms": 1_767_225_600_000, "source_offset": {"offset": 120000},
@@ -120,7 +122,7 @@ def test_savepoints_shows_a_taken_savepoints_batch_offset_and_watermark(tmp_path
     writer = SavepointWriter(LocalDirectory(tmp_path / "running-sum-b000004-20260101T120000"), meta, ["total"])
     writer.add_group(3, [("m1", {"total": 1.0}), ("m2", {"total": 2.0})])
     writer.publish()
-    result = invoke("savepoints", str(tmp_path))
+    result = invoke("savepoints", ".")
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if "running-sum-b000004" in line)
     for cell in ("running-sum", " 4 ", "2026-01-01 12:00:00", " 2 ", '{"offset":120000}', "2026-01-01T00:00:00.000Z"):
