@@ -181,13 +181,22 @@ def _ensure_table(dialect: Dialect, conn: Any, sink: Any, schema: pa.Schema) -> 
         )
 
 
+def _true_rows(mask: Any) -> list[int]:
+    """The indices where ``mask`` is true (null is false). An empty batch's mask is not given
+    to ``indices_nonzero``: before pyarrow 26.0.1 it crashes the process (SIGSEGV) on an empty
+    chunked array (apache/arrow#51018)."""
+    if len(mask) == 0:
+        return []
+    return pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist()
+
+
 def _refused_rows(dialect: Dialect, sink: Any, data: pa.Table) -> dict[int, str]:
     """The rows of ``data`` that the database would refuse on every attempt, by index, with
     the reason (before JSON encoding: NUL characters in text, null upsert keys)."""
     refused: dict[int, str] = {}
 
     def refuse(mask: Any, reason: str) -> None:
-        for i in pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist():
+        for i in _true_rows(mask):
             refused.setdefault(i, reason)
 
     if sink.mode == "upsert":
@@ -219,7 +228,7 @@ def _storable(dialect: Dialect, sink: Any, data: pa.Table, batch_id: int) -> tup
     if dialect.refuses_nul:
         for name in nested:
             mask = pc.match_substring_regex(stored.column(name), _JSON_NUL)
-            for i in pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist():
+            for i in _true_rows(mask):
                 refused.setdefault(
                     i, f"column {name} holds a NUL character (\\u0000 in JSON), which {dialect.label} jsonb cannot store"
                 )

@@ -13,7 +13,6 @@ none of them, so a restart replays it whole. The job's
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -39,10 +38,7 @@ def output_arrow(job: Job) -> Any:
     except PySparkException as exc:
         raise JobDefinitionError(f"job {job.name!r}: cannot read output schema ({job.output.ddl}): {exc}") from None
     # pyspark types fromDDL as any DataType; a schema's DDL always gives a StructType
-    if "timezone" in inspect.signature(to_arrow_schema).parameters:  # PySpark 4.2+
-        return to_arrow_schema(struct, timezone="UTC")  # type: ignore[arg-type]
-    # before 4.2: timestamp_utc=True (its default) gives the same UTC timestamps
-    return to_arrow_schema(struct)  # type: ignore[arg-type]
+    return to_arrow_schema(struct, timezone="UTC")  # type: ignore[arg-type]
 
 
 def watermark_delay_ms(job: Job) -> int:
