@@ -36,21 +36,33 @@ def _name(requirement: str) -> str:
     return re.split(r"[\[<>=!~ ;]", requirement, maxsplit=1)[0].lower()
 
 
-def test_pyproject_declares_ranges_and_requirements_pins_them():
-    """A library's dependencies are ranges (an environment with another PySpark or pandas can
-    install it); requirements.txt pins each exactly, within its range."""
-    Requirement = pytest.importorskip("packaging.requirements").Requirement
-
+def _pins(file: str) -> dict[str, str]:
     pins = {}
-    for line in (ROOT / "requirements.txt").read_text().splitlines():
+    for line in (ROOT / file).read_text().splitlines():
         line = line.split("#")[0].strip()
         if line:
             name, version = line.split("==")
             pins[_name(name)] = version
+    return pins
+
+
+@pytest.mark.parametrize("file", ["requirements.txt", "requirements-lowest.txt"])
+def test_pyproject_declares_ranges_and_requirements_pins_them(file):
+    """A library's dependencies are ranges (an environment with another PySpark or pandas can
+    install it); requirements.txt pins the newest proven set within them, requirements-lowest.txt
+    the lowest (scripts/test-lowest.sh)."""
+    Requirement = pytest.importorskip("packaging.requirements").Requirement
+    from packaging.version import Version
+
+    pins = _pins(file)
     project = PYPROJECT["project"]
     declared = [*project["dependencies"], *(d for extra in ("kafka", "postgres", "report") for d in
                                            project["optional-dependencies"][extra])]
     for text in declared:
         requirement = Requirement(text)
         assert not any(s.operator == "==" for s in requirement.specifier), f"{text}: a range, not a pin"
-        assert requirement.specifier.contains(pins[requirement.name.lower()]), (text, pins[requirement.name.lower()])
+        pin = pins[requirement.name.lower()]
+        assert requirement.specifier.contains(pin), (text, pin)
+        if file == "requirements-lowest.txt":  # the floor itself is what scripts/test-lowest.sh proves
+            floor = next(s.version for s in requirement.specifier if s.operator == ">=")
+            assert Version(floor) == Version(pin), f"{text}: requirements-lowest.txt pins {pin}, not the floor"
