@@ -33,6 +33,12 @@ def _id(path) -> str:
     return str(path.relative_to(ROOT))
 
 
+def test_the_readme_stays_short():
+    """The README is the pitch, the two commands, one job, the comparison and the figures; the
+    rest lives on the site."""
+    assert len(README.read_text().splitlines()) <= 250
+
+
 def test_the_site_and_the_readme_have_examples():
     assert python_blocks(README), "README.md shows one job"
     assert len(PYTHON_PAGES) >= 10, [_id(p) for p in PYTHON_PAGES]
